@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/urfave/cli/v2"
+
+	"github.com/warden-sandbox/warden/policies"
+)
+
+func specVersion() string { return specs.Version }
+
+// checkArgs makes sure a command got the positional arguments it needs.
+func checkArgs(cliContext *cli.Context, min, max int, usage string) error {
+	n := cliContext.NArg()
+	if n < min || (max >= 0 && n > max) {
+		return fmt.Errorf("%s: expected %s; see 'warden %s --help'", cliContext.Command.FullName(), usage, cliContext.Command.FullName())
+	}
+	return nil
+}
+
+// sandboxFlags name the policy and the folders its variables stand for.
+var sandboxFlags = append([]cli.Flag{
+	&cli.StringSliceFlag{Name: "policy", Aliases: []string{"p"}, Usage: "policy `FILE` (repeat to merge several skills)", Required: true},
+}, varFlags...)
+
+// varFlags give the path variables of a policy their values.
+var varFlags = []cli.Flag{
+	&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the session's workspace `DIR` ($WORK_DIR)"},
+	&cli.StringFlag{Name: "skill-dir", Usage: "the skill's folder `DIR` ($SKILL_DIR; default: the policy file's folder)"},
+	&cli.StringFlag{Name: "data-dir", Usage: "the skill's persistent data `DIR` ($DATA_DIR)"},
+}
+
+// loadSandboxPolicy loads (and merges) the --policy files and works out the
+// values of the path variables from the flags.
+func loadSandboxPolicy(cliContext *cli.Context, files []string) (*policies.Policy, policies.Vars, error) {
+	p, err := loadAll(files, policies.Merge)
+	if err != nil {
+		return nil, policies.Vars{}, err
+	}
+	vars := policies.Vars{SkillDir: filepath.Dir(files[0])}
+	if len(files) > 1 && !cliContext.IsSet("skill-dir") && strings.Contains(policyText(p), "$SKILL_DIR") {
+		return nil, policies.Vars{}, fmt.Errorf("several policies share one $SKILL_DIR: pass --skill-dir")
+	}
+	for _, f := range []struct {
+		flag string
+		dst  *string
+	}{{"workspace", &vars.WorkDir}, {"skill-dir", &vars.SkillDir}, {"data-dir", &vars.DataDir}} {
+		if v := cliContext.String(f.flag); v != "" {
+			*f.dst = v
+		}
+		if *f.dst == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*f.dst)
+		if err != nil {
+			return nil, policies.Vars{}, fmt.Errorf("--%s: %w", f.flag, err)
+		}
+		*f.dst = abs
+	}
+	if vars.WorkDir != "" {
+		fi, err := os.Stat(vars.WorkDir)
+		if err != nil || !fi.IsDir() {
+			return nil, policies.Vars{}, fmt.Errorf("--workspace %s: not a directory; create it first", vars.WorkDir)
+		}
+	}
+	vars.Home, _ = os.UserHomeDir()
+	return p, vars, nil
+}
+
+func policyText(p *policies.Policy) string {
+	data, _ := p.TOML()
+	return string(data)
+}
+
+// loadAll loads policy files and combines them with merge or intersect.
+func loadAll(files []string, combine func(...*policies.Policy) (*policies.Policy, error)) (*policies.Policy, error) {
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no policy file given")
+	}
+	var ps []*policies.Policy
+	for _, f := range files {
+		p, err := policies.Load(f)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	if len(ps) == 1 {
+		return ps[0], nil
+	}
+	return combine(ps...)
+}
+
+// positional returns a command's positional arguments, applying any of its
+// flags that follow them (`policy explain FILE --workspace DIR`): the CLI
+// library stops reading flags at the first positional argument.
+func positional(cliContext *cli.Context) ([]string, error) {
+	var args []string
+	rest := cliContext.Args().Slice()
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			args = append(args, a)
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(rest) {
+				return nil, fmt.Errorf("flag %s needs a value", a)
+			}
+			i++
+			value = rest[i]
+		}
+		if err := cliContext.Set(name, value); err != nil {
+			return nil, fmt.Errorf("flag %s: %w; see 'warden %s --help'", a, err, cliContext.Command.FullName())
+		}
+	}
+	return args, nil
+}

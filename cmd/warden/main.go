@@ -1,0 +1,100 @@
+// Command warden runs AI-agent skills in sandboxes built from their policies.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+)
+
+// Set at build time with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "0.1.0-dev"
+	commit  = "unknown"
+)
+
+// Exit codes, decided here and nowhere else.
+const (
+	exitWarden     = 125 // warden itself failed
+	exitCannotRun  = 126 // the command exists but cannot run
+	exitNotAllowed = 127 // not found, or not allowed to run
+)
+
+// exitError carries a status other than exitWarden up to main: a command's
+// own code, or a check that found the host lacking.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+func newApp() *cli.App {
+	cli.VersionPrinter = func(cliContext *cli.Context) {
+		fmt.Fprintf(cliContext.App.Writer, "warden version %s\ncommit: %s\nspec: %s\n", version, commit, specVersion())
+	}
+	return &cli.App{
+		Name:                 "warden",
+		Usage:                "run AI-agent skills in sandboxes built from their policies",
+		Version:              version,
+		EnableBashCompletion: true,
+		HideHelpCommand:      true,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "debug", Usage: "log debug messages"},
+		},
+		Before: func(cliContext *cli.Context) error {
+			logrus.SetOutput(cliContext.App.ErrWriter)
+			if cliContext.Bool("debug") {
+				logrus.SetLevel(logrus.DebugLevel)
+			}
+			return nil
+		},
+		Commands: []*cli.Command{
+			policyCommand,
+			bundleCommand,
+			seccompCommand,
+			checkCommand,
+		},
+		// Usage errors (unknown flags, missing arguments) are warden's own
+		// failure: one line on stderr, exit 125.
+		OnUsageError: func(cliContext *cli.Context, err error, _ bool) error {
+			return fmt.Errorf("%w; see 'warden --help'", err)
+		},
+		CommandNotFound: func(cliContext *cli.Context, name string) {
+			fmt.Fprintf(cliContext.App.ErrWriter, "warden: unknown command %q; see 'warden --help'\n", name)
+			os.Exit(exitWarden)
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // main decides
+	}
+}
+
+func main() {
+	err := newApp().Run(os.Args)
+	os.Exit(exitCode(err))
+}
+
+// exitCode prints err (if any) and maps it to warden's exit status.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(os.Stderr, "warden: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintf(os.Stderr, "warden: %v\n", err)
+	return exitWarden
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/warden-sandbox/warden/policies"
+)
+
+var policyCommand = &cli.Command{
+	Name:  "policy",
+	Usage: "check, explain, combine and import skill policies",
+	Subcommands: []*cli.Command{
+		policyCheckCommand,
+		policyExplainCommand,
+		policyMergeCommand,
+		policyIntersectCommand,
+		policyImportCommand,
+	},
+}
+
+var policyCheckCommand = &cli.Command{
+	Name:      "check",
+	Usage:     "check policy files and report every error with file, line and key",
+	ArgsUsage: "FILE...",
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 1, -1, "one or more policy files"); err != nil {
+			return err
+		}
+		failed := 0
+		for _, f := range cliContext.Args().Slice() {
+			p, err := policies.Load(f)
+			if err != nil {
+				fmt.Fprintf(cliContext.App.ErrWriter, "warden: %v\n", err)
+				failed++
+				continue
+			}
+			fmt.Fprintf(cliContext.App.Writer, "ok %s: policy %q %s\n", f, p.Name, p.Hash())
+		}
+		if failed > 0 {
+			return &exitError{code: exitWarden}
+		}
+		return nil
+	},
+}
+
+var policyMergeCommand = &cli.Command{
+	Name:      "merge",
+	Usage:     "print the union of skill policies (several skills active at once) as TOML",
+	ArgsUsage: "FILE FILE...",
+	Action: func(cliContext *cli.Context) error {
+		return combineAction(cliContext, policies.Merge)
+	},
+}
+
+var policyIntersectCommand = &cli.Command{
+	Name:      "intersect",
+	Usage:     "print the intersection of policies (a skill under agent and global ceilings) as TOML",
+	ArgsUsage: "FILE FILE...",
+	Action: func(cliContext *cli.Context) error {
+		return combineAction(cliContext, policies.Intersect)
+	},
+}
+
+func combineAction(cliContext *cli.Context, combine func(...*policies.Policy) (*policies.Policy, error)) error {
+	if err := checkArgs(cliContext, 2, -1, "two or more policy files"); err != nil {
+		return err
+	}
+	p, err := loadAll(cliContext.Args().Slice(), combine)
+	if err != nil {
+		return err
+	}
+	return printTOML(cliContext, p)
+}
+
+var policyImportCommand = &cli.Command{
+	Name:      "import",
+	Usage:     "convert a SKILL.md's permissions front matter into a warden policy",
+	ArgsUsage: "SKILL.md",
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the policy to `FILE` (never overwritten) instead of stdout"},
+	},
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 1, 1, "one SKILL.md file"); err != nil {
+			return err
+		}
+		p, err := policies.ImportSkill(cliContext.Args().First())
+		if err != nil {
+			return err
+		}
+		out := cliContext.String("out")
+		if out == "" {
+			return printTOML(cliContext, p)
+		}
+		data, err := p.TOML()
+		if err != nil {
+			return err
+		}
+		f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("--out %s already exists; remove it or choose another file", out)
+		} else if err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	},
+}
+
+func printTOML(cliContext *cli.Context, p *policies.Policy) error {
+	data, err := p.TOML()
+	if err != nil {
+		return err
+	}
+	_, err = cliContext.App.Writer.Write(data)
+	return err
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/urfave/cli/v2"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/spec"
+)
+
+var policyExplainCommand = &cli.Command{
+	Name:      "explain",
+	Usage:     "say in plain words what a sandbox under a policy can read, write, run and reach",
+	ArgsUsage: "FILE",
+	Flags:     varFlags,
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 1, -1, "one or more policy files (merged)"); err != nil {
+			return err
+		}
+		files, err := positional(cliContext)
+		if err != nil {
+			return err
+		}
+		// The explanation is read off the spec warden would really run, so
+		// it cannot drift from what the sandbox gets.
+		o, err := sandboxOptions(cliContext, files, "/bundle")
+		if err != nil {
+			return err
+		}
+		o.Args = nil
+		b, err := spec.Generate(o)
+		if err != nil {
+			return err
+		}
+		explain(cliContext.App.Writer, o.Policy, b)
+		printWarnings(cliContext, b)
+		return nil
+	},
+}
+
+func explain(w io.Writer, p *policies.Policy, b *spec.Bundle) {
+	fmt.Fprintf(w, "policy %s (%s)\n", p.Name, p.Hash())
+	if p.Description != "" {
+		fmt.Fprintf(w, "  %s\n", p.Description)
+	}
+	fmt.Fprintln(w, "\nfiles (everything else on the host is invisible):")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	for _, m := range b.Spec.Mounts {
+		if line := describeMount(m, b); line != "" {
+			fmt.Fprintf(tw, "  %s\n", line)
+		}
+	}
+	fmt.Fprintf(tw, "  generated\t/etc\tpasswd, group, hosts, resolv.conf; TLS roots and loader cache from the host\n")
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nrun:")
+	if p.Exec.All {
+		fmt.Fprintln(w, "  every program in the host's system directories")
+	} else if allowed := b.Spec.Annotations[spec.AnnotationExecAllow]; allowed == "" {
+		fmt.Fprintln(w, "  nothing")
+	} else {
+		fmt.Fprintf(w, "  only %s\n", strings.ReplaceAll(allowed, ":", " "))
+		fmt.Fprintln(w, "  (an allowed interpreter such as sh or python3 runs any script it is given)")
+	}
+
+	fmt.Fprintln(w, "\nnetwork:")
+	if len(p.Network.Allow) == 0 {
+		fmt.Fprintln(w, "  none: loopback only")
+	} else {
+		fmt.Fprintf(w, "  only %s, through warden's egress proxy; nothing else\n", strings.Join(p.Network.Allow, " "))
+	}
+
+	fmt.Fprintln(w, "\nenvironment:")
+	fmt.Fprintf(w, "  %s\n", strings.Join(b.Spec.Process.Env, " "))
+	if len(p.Env.Allow) > 0 {
+		fmt.Fprintf(w, "  passed through from the caller when set: %s\n", strings.Join(p.Env.Allow, " "))
+	}
+
+	l := p.Limits
+	fmt.Fprintln(w, "\nlimits:")
+	fmt.Fprintf(w, "  memory %s, %d processes/threads, %g cpu, %s per command, session idle expiry %s\n",
+		formatBytes(l.Memory), l.Pids, l.CPU, l.Timeout, l.Idle)
+
+	fmt.Fprintln(w, "\nidentity:")
+	u := b.Spec.Linux.UIDMappings[0]
+	fmt.Fprintf(w, "  root inside is host uid %d (unprivileged); no capabilities, no_new_privs, seccomp allow-list\n", u.HostID)
+}
+
+func describeMount(m specs.Mount, b *spec.Bundle) string {
+	if m.Type == "bind" && isExecutable(m.Destination, b) {
+		return fmt.Sprintf("run\t%s\t<- %s", m.Destination, m.Source)
+	}
+	exec := "exec"
+	if slices.Contains(m.Options, "noexec") {
+		exec = "noexec"
+	}
+	switch {
+	case m.Destination == "/tmp":
+		return fmt.Sprintf("scratch\t/tmp\tmemory-backed, %s, noexec, private", sizeOption(m.Options))
+	case m.Type != "bind":
+		return ""
+	case strings.HasPrefix(m.Destination, "/etc/"):
+		return ""
+	case strings.Contains(m.Source, "/masks/"):
+		return fmt.Sprintf("hidden\t%s\t", m.Destination)
+	case slices.Contains(m.Options, "rw"):
+		return fmt.Sprintf("read-write\t%s\t<- %s (%s; new files owned by its owner)", m.Destination, m.Source, exec)
+	case m.Source == m.Destination:
+		return fmt.Sprintf("read-only\t%s\t(host system files, %s)", m.Destination, exec)
+	default:
+		return fmt.Sprintf("read-only\t%s\t<- %s (%s)", m.Destination, m.Source, exec)
+	}
+}
+
+func isExecutable(p string, b *spec.Bundle) bool {
+	return slices.Contains(strings.Split(b.Spec.Annotations[spec.AnnotationExecAllow], ":"), p)
+}
+
+func sizeOption(opts []string) string {
+	for _, o := range opts {
+		if v, ok := strings.CutPrefix(o, "size="); ok {
+			var k int64
+			fmt.Sscanf(v, "%dk", &k)
+			return formatBytes(k * 1024)
+		}
+	}
+	return "unlimited"
+}
+
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		unit string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d%s", n/u.size, u.unit)
+		}
+	}
+	return fmt.Sprintf("%dB", n)
+}

@@ -1,0 +1,76 @@
+package policies
+
+import "time"
+
+// Policy is one skill's permissions, as written in its TOML file.
+//
+// Paths in FS are kept as written (with $SKILL_DIR, $WORK_DIR, $DATA_DIR,
+// $HOME; "~" is stored as "$HOME") until Expand turns them into host paths.
+type Policy struct {
+	Name        string
+	Description string
+	FS          FS
+	Exec        Exec
+	Network     Network
+	Env         Env
+	Limits      Limits
+}
+
+// FS says which host paths the sandbox sees. The most specific rule (the
+// longest path that is a prefix of the path asked about) decides; a path no
+// rule covers is invisible (system directories aside, see SystemDirs).
+type FS struct {
+	Read  []string // visible read-only
+	Write []string // visible read-write, mounted noexec,nosuid,nodev
+	Deny  []string // masked: never visible, even under a grant
+}
+
+// Exec says which executables may run.
+type Exec struct {
+	// All is true when the policy has no exec.allow: every system binary may run.
+	All bool
+	// Allow lists executables by name ("curl", looked up in the system
+	// binary directories) or by absolute path. Used only when All is false;
+	// an empty Allow with All false lets nothing run.
+	Allow []string
+}
+
+// Network lists host:port patterns the sandbox may reach through the
+// egress proxy. Empty: loopback only.
+type Network struct {
+	Allow []string
+}
+
+// Env says which environment variables the sandbox sees: Allow names
+// variables passed through from the caller, Set fixes values.
+type Env struct {
+	Allow []string
+	Set   map[string]string
+}
+
+// Limits are the sandbox's resource ceilings. After Load every field is set
+// (defaults fill what the file leaves out).
+type Limits struct {
+	Memory  int64         // bytes
+	Pids    int64         // processes and threads
+	CPU     float64       // cores
+	Timeout time.Duration // per command
+	Idle    time.Duration // session expiry
+}
+
+// Access is what a policy allows at one path.
+type Access int
+
+const (
+	AccessNone Access = iota
+	AccessRead
+	AccessWrite
+)
+
+// Vars are the values of the path variables a policy may use.
+type Vars struct {
+	SkillDir string // $SKILL_DIR: the folder holding the skill (by default the policy file's folder)
+	WorkDir  string // $WORK_DIR: the session's workspace
+	DataDir  string // $DATA_DIR: the skill's persistent data
+	Home     string // $HOME: the caller's home directory
+}

@@ -1,0 +1,222 @@
+package seccomp
+
+import (
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/warden-sandbox/warden/policies"
+)
+
+// Errno values the profile returns (x86-64 numbering).
+const (
+	errnoEPERM  = 1
+	errnoENOSYS = 38
+)
+
+// Flags the argument filters compare against (linux/sched.h, linux/socket.h,
+// asm-generic/ioctls.h).
+const (
+	cloneNewNS     = 0x00020000
+	cloneNewCgroup = 0x02000000
+	cloneNewUTS    = 0x04000000
+	cloneNewIPC    = 0x08000000
+	cloneNewUser   = 0x10000000
+	cloneNewPID    = 0x20000000
+	cloneNewNet    = 0x40000000
+	// CLONE_NEWTIME (0x80) is left out on purpose: for clone(2) the low byte
+	// is the exit signal, and the kernel accepts a time namespace only from
+	// clone3 and unshare, both refused.
+	cloneNewAny = cloneNewNS | cloneNewCgroup | cloneNewUTS | cloneNewIPC |
+		cloneNewUser | cloneNewPID | cloneNewNet
+
+	afUnix    = 1
+	afInet    = 2
+	afInet6   = 10
+	afNetlink = 16
+
+	tiocsti = 0x5412
+)
+
+// personalities are the personality(2) arguments allowed: the query value
+// 0xffffffff, PER_LINUX, PER_LINUX32, UNAME26 and UNAME26|PER_LINUX32.
+var personalities = []uint64{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
+
+// allowed are the syscalls permitted with any arguments: Docker's default
+// profile for x86-64 without the capability-gated entries, minus what
+// DeniedFamilies takes away. Some names are newer than the libseccomp a
+// runtime links; runc skips those and they stay refused (ENOSYS).
+var allowed = []string{
+	// files and file descriptors
+	"read", "write", "readv", "writev", "pread64", "pwrite64",
+	"preadv", "preadv2", "pwritev", "pwritev2",
+	"open", "openat", "openat2", "creat", "close", "close_range",
+	"lseek", "dup", "dup2", "dup3", "pipe", "pipe2", "fcntl", "flock",
+	"fsync", "fdatasync", "sync", "syncfs", "sync_file_range",
+	"fallocate", "fadvise64", "readahead", "truncate", "ftruncate",
+	"sendfile", "splice", "tee", "vmsplice", "copy_file_range",
+	"stat", "fstat", "lstat", "newfstatat", "statx", "statfs", "fstatfs",
+	"access", "faccessat", "faccessat2",
+	"getdents", "getdents64", "getcwd", "chdir", "fchdir",
+	"mkdir", "mkdirat", "rmdir", "rename", "renameat", "renameat2",
+	"link", "linkat", "unlink", "unlinkat", "symlink", "symlinkat",
+	"readlink", "readlinkat", "mknod", "mknodat", "umask",
+	"chmod", "fchmod", "fchmodat", "fchmodat2",
+	"chown", "fchown", "fchownat", "lchown",
+	"utime", "utimes", "utimensat", "futimesat",
+	"getxattr", "lgetxattr", "fgetxattr", "getxattrat",
+	"setxattr", "lsetxattr", "fsetxattr", "setxattrat",
+	"listxattr", "llistxattr", "flistxattr", "listxattrat",
+	"removexattr", "lremovexattr", "fremovexattr", "removexattrat",
+	"file_getattr", "file_setattr", "cachestat",
+	"inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+	"statmount", "listmount",
+
+	// memory
+	"brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "mincore",
+	"msync", "mlock", "mlock2", "mlockall", "munlock", "munlockall",
+	"membarrier", "remap_file_pages", "mseal", "map_shadow_stack",
+	"pkey_alloc", "pkey_free", "pkey_mprotect",
+
+	// processes and threads (clone is filtered, see rules)
+	"fork", "vfork", "execve", "execveat", "exit", "exit_group",
+	"wait4", "waitid", "kill", "tkill", "tgkill",
+	"pidfd_open", "pidfd_send_signal", "process_mrelease",
+	"getpid", "getppid", "gettid", "getpgid", "setpgid", "getpgrp",
+	"getsid", "setsid", "set_tid_address", "set_robust_list",
+	"get_robust_list", "rseq", "arch_prctl", "get_thread_area",
+	"set_thread_area", "restart_syscall", "uretprobe",
+	"futex", "futex_waitv", "futex_wake", "futex_wait", "futex_requeue",
+	"getrlimit", "setrlimit", "prlimit64", "getrusage",
+	"getpriority", "setpriority", "ioprio_get", "ioprio_set",
+	"sched_yield", "sched_getaffinity", "sched_setaffinity",
+	"sched_getparam", "sched_setparam", "sched_getscheduler",
+	"sched_setscheduler", "sched_get_priority_max", "sched_get_priority_min",
+	"sched_rr_get_interval", "sched_getattr", "sched_setattr",
+	"getcpu", "uname", "sysinfo", "times", "capget", "capset", "getrandom",
+
+	// identity (the sandbox holds no capabilities, so these only move
+	// between ids it already has)
+	"getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid",
+	"getgroups", "setuid", "setgid", "setreuid", "setregid",
+	"setresuid", "setresgid", "setfsuid", "setfsgid", "setgroups",
+
+	// signals
+	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending",
+	"rt_sigsuspend", "rt_sigtimedwait", "rt_sigqueueinfo",
+	"rt_tgsigqueueinfo", "sigaltstack", "signalfd", "signalfd4",
+	"pause", "alarm", "getitimer", "setitimer",
+
+	// time
+	"time", "gettimeofday", "clock_gettime", "clock_getres",
+	"clock_nanosleep", "nanosleep",
+	"timer_create", "timer_delete", "timer_gettime", "timer_settime",
+	"timer_getoverrun", "timerfd_create", "timerfd_gettime", "timerfd_settime",
+
+	// waiting for events
+	"poll", "ppoll", "select", "pselect6",
+	"epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
+	"epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2",
+
+	// POSIX asynchronous I/O (io_uring is denied)
+	"io_setup", "io_destroy", "io_submit", "io_cancel",
+	"io_getevents", "io_pgetevents",
+
+	// System V and POSIX IPC (private to the sandbox's IPC namespace)
+	"msgget", "msgsnd", "msgrcv", "msgctl",
+	"semget", "semop", "semtimedop", "semctl",
+	"shmget", "shmat", "shmdt", "shmctl",
+	"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
+	"mq_notify", "mq_getsetattr",
+
+	// sockets (socket and socketpair are filtered, see rules)
+	"bind", "connect", "listen", "accept", "accept4",
+	"getsockname", "getpeername", "getsockopt", "setsockopt",
+	"sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
+	"shutdown",
+
+	// self-sandboxing: warden applies Landlock inside, and programs may add
+	// their own filters (no_new_privs is always set)
+	"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+	"seccomp", "prctl",
+}
+
+// Default returns warden's seccomp profile for x86-64: an allow list that
+// refuses everything else with ENOSYS, so new syscalls look unimplemented and
+// libc falls back, and refuses DeniedFamilies with EPERM. Each call returns a
+// fresh copy the caller may change.
+func Default() *specs.LinuxSeccomp {
+	syscalls := []specs.LinuxSyscall{
+		{Names: append([]string(nil), allowed...), Action: specs.ActAllow},
+		{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: errno(errnoENOSYS)},
+		{
+			Names:  []string{"clone"},
+			Action: specs.ActAllow,
+			Args:   []specs.LinuxSeccompArg{{Index: 0, Value: cloneNewAny, ValueTwo: 0, Op: specs.OpMaskedEqual}},
+		},
+	}
+	for _, family := range []uint64{afUnix, afInet, afInet6, afNetlink} {
+		syscalls = append(syscalls, specs.LinuxSyscall{
+			Names:  []string{"socket", "socketpair"},
+			Action: specs.ActAllow,
+			Args:   []specs.LinuxSeccompArg{{Index: 0, Value: family, Op: specs.OpEqualTo}},
+		})
+	}
+	for _, p := range personalities {
+		syscalls = append(syscalls, specs.LinuxSyscall{
+			Names:  []string{"personality"},
+			Action: specs.ActAllow,
+			Args:   []specs.LinuxSeccompArg{{Index: 0, Value: p, Op: specs.OpEqualTo}},
+		})
+	}
+	syscalls = append(syscalls, ioctlRules()...)
+	for _, f := range DeniedFamilies {
+		syscalls = append(syscalls, specs.LinuxSyscall{
+			Names:    append([]string(nil), f.Syscalls...),
+			Action:   specs.ActErrno,
+			ErrnoRet: errno(errnoEPERM),
+		})
+	}
+	return &specs.LinuxSeccomp{
+		DefaultAction:   specs.ActErrno,
+		DefaultErrnoRet: errno(errnoENOSYS),
+		Architectures:   []specs.Arch{specs.ArchX86_64},
+		Syscalls:        syscalls,
+	}
+}
+
+// ioctlRules allow ioctl for every command except TIOCSTI, which gets EPERM.
+//
+// libseccomp drops argument filters for a syscall that also has an
+// unconditional rule, and it cannot say "not equal" on the 32 bits the kernel
+// reads (ioctl's command is an unsigned int; a plain 64-bit comparison is
+// bypassed by setting high bits). So "command != TIOCSTI" is written as 32
+// rules, one per bit: allow when bit i differs from TIOCSTI's bit i.
+func ioctlRules() []specs.LinuxSyscall {
+	rules := []specs.LinuxSyscall{{
+		Names:    []string{"ioctl"},
+		Action:   specs.ActErrno,
+		ErrnoRet: errno(errnoEPERM),
+		Args:     []specs.LinuxSeccompArg{{Index: 1, Value: 0xffffffff, ValueTwo: tiocsti, Op: specs.OpMaskedEqual}},
+	}}
+	for i := range 32 {
+		bit := uint64(1) << i
+		rules = append(rules, specs.LinuxSyscall{
+			Names:  []string{"ioctl"},
+			Action: specs.ActAllow,
+			Args:   []specs.LinuxSeccompArg{{Index: 1, Value: bit, ValueTwo: ^uint64(tiocsti) & bit, Op: specs.OpMaskedEqual}},
+		})
+	}
+	return rules
+}
+
+// ForPolicy returns the profile for a sandbox running under p.
+//
+// Today every policy gets Default(): nothing a policy can say needs a
+// syscall Default refuses. This is the hook for tightening by policy (for
+// example refusing AF_INET sockets to a policy without network access); it
+// must never return anything wider than Default.
+func ForPolicy(p *policies.Policy) *specs.LinuxSeccomp {
+	_ = p
+	return Default()
+}
+
+func errno(n uint) *uint { return &n }

@@ -1,0 +1,160 @@
+package spec
+
+import (
+	"sort"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/seccomp"
+)
+
+// maskedPaths and readonlyPaths hide the parts of /proc that leak host
+// state or let a process change the kernel (the set runc and Docker use;
+// there is no /sys to mask).
+var (
+	maskedPaths = []string{
+		"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
+		"/proc/latency_stats", "/proc/sched_debug", "/proc/scsi", "/proc/timer_list",
+		"/proc/timer_stats",
+	}
+	readonlyPaths = []string{
+		"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+	}
+)
+
+// hardenedDefault is a spec that can see nothing, do nothing privileged and
+// reach nothing: every later step only widens it where a policy says so.
+func hardenedDefault() *specs.Spec {
+	return &specs.Spec{
+		Version:  specs.Version,
+		Root:     &specs.Root{Path: "rootfs", Readonly: true},
+		Hostname: "sandbox",
+		Process: &specs.Process{
+			User:            specs.User{UID: 0, GID: 0},
+			Cwd:             "/",
+			NoNewPrivileges: true,
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding: []string{}, Effective: []string{}, Inheritable: []string{},
+				Permitted: []string{}, Ambient: []string{},
+			},
+		},
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+		},
+		Linux: &specs.Linux{
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.CgroupNamespace},
+				{Type: specs.UserNamespace},
+			},
+			MaskedPaths:   append([]string(nil), maskedPaths...),
+			ReadonlyPaths: append([]string(nil), readonlyPaths...),
+			Resources: &specs.LinuxResources{
+				Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+			},
+		},
+	}
+}
+
+// identity maps the sandbox's root to one unprivileged host user.
+func (g *generator) identity() error {
+	id := g.o.Identity
+	g.b.Spec.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: id.UID, Size: 1}}
+	g.b.Spec.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: id.GID, Size: 1}}
+	g.b.Spec.Hostname = g.o.Hostname
+	return nil
+}
+
+// resources turns the policy's limits into cgroup settings, a size for the
+// scratch /tmp and rlimits that stay under the caller's own hard limits.
+func (g *generator) resources() error {
+	l := g.o.Policy.Limits
+	r := g.b.Spec.Linux.Resources
+	mem := l.Memory
+	r.Memory = &specs.LinuxMemory{Limit: &mem, Swap: &mem}
+	pids := l.Pids
+	r.Pids = &specs.LinuxPids{Limit: &pids}
+	period := uint64(100_000)
+	quota := int64(l.CPU * float64(period))
+	r.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
+	nofile := uint64(4096)
+	if g.o.Host.NofileHard != 0 && g.o.Host.NofileHard < nofile {
+		nofile = g.o.Host.NofileHard
+	}
+	g.b.Spec.Process.Rlimits = []specs.POSIXRlimit{
+		{Type: "RLIMIT_NOFILE", Hard: nofile, Soft: nofile},
+		{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
+	}
+	if g.o.CgroupsPath != "" {
+		g.b.Spec.Linux.CgroupsPath = g.o.CgroupsPath
+	}
+	return nil
+}
+
+// process sets the command, its working directory and an environment built
+// only from the policy: nothing of the caller's leaks unless env.allow
+// names it.
+func (g *generator) process() error {
+	p := g.b.Spec.Process
+	p.Args = g.o.Args
+	p.Terminal = g.o.Terminal
+	if g.o.Vars.WorkDir != "" {
+		p.Cwd = WorkspacePath
+	}
+	p.Env = SandboxEnv(g.o.Policy, g.o.CallerEnv)
+	return nil
+}
+
+// SandboxEnv is the environment of a sandboxed process: warden's fixed
+// variables, then the caller's variables named by env.allow, then env.set.
+func SandboxEnv(p *policies.Policy, caller []string) []string {
+	env := map[string]string{
+		"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+		"HOME": HomePath,
+		"USER": "sandbox",
+	}
+	allowed := map[string]bool{}
+	for _, name := range p.Env.Allow {
+		allowed[name] = true
+	}
+	for _, kv := range caller {
+		name, value, ok := strings.Cut(kv, "=")
+		if ok && allowed[name] {
+			env[name] = value
+		}
+	}
+	for name, value := range p.Env.Set {
+		env[name] = value
+	}
+	out := make([]string, 0, len(env))
+	for name, value := range env {
+		out = append(out, name+"="+value)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (g *generator) seccomp() error {
+	g.b.Spec.Linux.Seccomp = seccomp.ForPolicy(g.o.Policy)
+	return nil
+}
+
+func (g *generator) annotations() error {
+	p := g.o.Policy
+	a := map[string]string{
+		AnnotationPolicy:     p.Name,
+		AnnotationPolicyHash: p.Hash(),
+		AnnotationExecAllow:  "*",
+	}
+	if !p.Exec.All {
+		a[AnnotationExecAllow] = strings.Join(g.execPaths, ":")
+	}
+	g.b.Spec.Annotations = a
+	return nil
+}

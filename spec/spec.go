@@ -1,0 +1,178 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/warden-sandbox/warden/policies"
+)
+
+// Where the policy's path variables appear inside the sandbox. Fixed paths
+// let one pooled container serve any workspace.
+const (
+	WorkspacePath = "/workspace" // $WORK_DIR
+	SkillPath     = "/skill"     // $SKILL_DIR
+	DataPath      = "/data"      // $DATA_DIR
+	HomePath      = "/tmp"       // the sandbox's own HOME: scratch, never the caller's
+)
+
+// DefaultIdentity is the host uid and gid the sandbox's root maps to. It is
+// far above the ranges distributions hand out to users and to subordinate
+// id ranges, so it owns nothing on the host.
+var DefaultIdentity = Identity{UID: 3_000_000, GID: 3_000_000}
+
+// Identity is the unprivileged host user the sandbox's root runs as.
+type Identity struct {
+	UID, GID uint32
+}
+
+// Annotations warden writes into every spec it generates.
+const (
+	AnnotationPolicy     = "dev.warden.policy"      // policy name
+	AnnotationPolicyHash = "dev.warden.policy-hash" // policies.Policy.Hash
+	AnnotationExecAllow  = "dev.warden.exec-allow"  // "*" or the sandbox paths of allowed executables, colon-separated; input for Landlock
+)
+
+// Options are the inputs of Generate.
+type Options struct {
+	Policy    *policies.Policy
+	Vars      policies.Vars
+	Host      Host
+	BundleDir string   // absolute; masks for denied paths live under it
+	Args      []string // the process; default an interactive shell
+	CallerEnv []string // the caller's environment; only env.allow names pass
+	Identity  Identity // zero: DefaultIdentity
+	Hostname  string   // default "sandbox"
+	Terminal  bool
+	// CgroupsPath is left to the runtime when empty.
+	CgroupsPath string
+}
+
+// Bundle is a generated spec and the rootfs skeleton it needs on disk.
+type Bundle struct {
+	Spec *specs.Spec
+	// Rootfs lists what must exist in the bundle's read-only root:
+	// directories and files that are mountpoints, generated /etc files and
+	// the host's top-level symlinks (/bin -> usr/bin).
+	Rootfs []Entry
+	// Masks are empty directories and files under BundleDir that cover
+	// denied paths; each may hold mountpoints for grants beneath it.
+	Masks []Entry
+	// Warnings say what the policy names but this host lacks.
+	Warnings []string
+}
+
+// EntryKind says what an Entry is.
+type EntryKind int
+
+const (
+	Dir EntryKind = iota
+	File
+	Symlink
+)
+
+// Entry is one item of the skeleton, with a path relative to its root.
+type Entry struct {
+	Path   string
+	Kind   EntryKind
+	Data   []byte // File
+	Target string // Symlink
+}
+
+// ErrInvalid marks errors caused by the policy or options rather than by
+// the host.
+var ErrInvalid = errors.New("invalid")
+
+// Generate builds the hardened spec for a policy: a default that grants
+// nothing, then ordered steps that each add one kind of permission.
+func Generate(o Options) (*Bundle, error) {
+	if o.Policy == nil {
+		return nil, fmt.Errorf("%w: no policy", ErrInvalid)
+	}
+	if !filepath.IsAbs(o.BundleDir) {
+		return nil, fmt.Errorf("%w: bundle directory %q must be absolute", ErrInvalid, o.BundleDir)
+	}
+	if o.Identity == (Identity{}) {
+		o.Identity = DefaultIdentity
+	}
+	if o.Identity.UID == 0 || o.Identity.GID == 0 {
+		return nil, fmt.Errorf("%w: the sandbox may never run as host root (uid/gid 0); choose another identity", ErrInvalid)
+	}
+	if o.Hostname == "" {
+		o.Hostname = "sandbox"
+	}
+	if len(o.Args) == 0 {
+		o.Args = []string{"/bin/sh"}
+	}
+	g := &generator{o: o, b: &Bundle{Spec: hardenedDefault()}, rootfs: map[string]Entry{}, bound: map[string]bool{}, masks: map[string]string{}}
+	steps := []func() error{
+		g.identity,
+		g.systemRoot,
+		g.execAllowList,
+		g.etc,
+		g.scratch,
+		g.grants,
+		g.resources,
+		g.process,
+		g.seccomp,
+		g.annotations,
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	g.finishRootfs()
+	if err := Validate(g.b.Spec, o.Policy); err != nil {
+		return nil, fmt.Errorf("generated spec failed validation (a warden bug): %w", err)
+	}
+	return g.b, nil
+}
+
+type generator struct {
+	o      Options
+	b      *Bundle
+	rootfs map[string]Entry // keyed by path; turned into b.Rootfs at the end
+	// bound holds every bind destination whose source mirrors the host path,
+	// so mountpoints beneath it already exist.
+	bound map[string]bool
+	// masks maps a denied sandbox path to its mask under BundleDir/masks.
+	masks     map[string]string
+	execPaths []string
+}
+
+func (g *generator) addRootfs(e Entry) {
+	e.Path = filepath.Clean(e.Path)
+	if e.Path == "/" || e.Path == "." {
+		return
+	}
+	// Parents of anything in the skeleton are skeleton directories.
+	for dir := filepath.Dir(e.Path); dir != "/" && dir != "."; dir = filepath.Dir(dir) {
+		if _, ok := g.rootfs[dir]; !ok {
+			g.rootfs[dir] = Entry{Path: dir, Kind: Dir}
+		}
+	}
+	if old, ok := g.rootfs[e.Path]; ok && old.Kind == Dir && e.Kind == Dir {
+		return
+	}
+	g.rootfs[e.Path] = e
+}
+
+func (g *generator) finishRootfs() {
+	for _, e := range g.rootfs {
+		g.b.Rootfs = append(g.b.Rootfs, e)
+	}
+	sort.Slice(g.b.Rootfs, func(i, j int) bool { return g.b.Rootfs[i].Path < g.b.Rootfs[j].Path })
+}
+
+func (g *generator) warnf(format string, args ...any) {
+	g.b.Warnings = append(g.b.Warnings, fmt.Sprintf(format, args...))
+}
+
+func (g *generator) mount(m specs.Mount) {
+	g.b.Spec.Mounts = append(g.b.Spec.Mounts, m)
+}
