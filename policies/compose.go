@@ -167,12 +167,20 @@ func composeNetwork(ps []*Policy, union bool) ([]string, error) {
 			acc = next
 		}
 	}
+	// Drop patterns another one covers, so equal permissions give equal
+	// lists (A ∩ A yields A's patterns and their pairwise overlaps).
 	var out []string
-	for _, h := range acc {
-		out = append(out, h.String())
+	for i, h := range acc {
+		covered := slices.ContainsFunc(acc, func(o HostPattern) bool {
+			r, ok := intersectPatterns(h, o)
+			return o != h && ok && r == h
+		})
+		if !covered && !slices.Contains(acc[:i], h) {
+			out = append(out, h.String())
+		}
 	}
 	sort.Strings(out)
-	return slices.Compact(out), nil
+	return out, nil
 }
 
 func composeEnv(ps []*Policy, union bool) (Env, error) {

@@ -1,0 +1,264 @@
+package policies
+
+import (
+	"math/rand"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A small universe, so random policies overlap often.
+var (
+	uniPaths = []string{"/", "/a", "/a/b", "/a/b/c", "/a/bc", "/d", "$HOME", "$HOME/.ssh", "$WORK_DIR", "$WORK_DIR/x", "$SKILL_DIR"}
+	uniProbe = append(slices.Clone(uniPaths), "/a/b/c/d", "/a/bcd", "/z", "$HOME/.ssh/id", "$HOME/y", "$WORK_DIR/x/y", "$DATA_DIR", "/a/b/x")
+	uniExec  = []string{"curl", "jq", "sh", "/usr/bin/curl"}
+	uniNet   = []string{"a.com:443", "a.com:*", "x.a.com:443", "*.a.com:443", "*.a.com:*", "*.x.a.com:*", "b.com:80", "10.0.0.0/8:*", "10.1.0.0/16:443", "10.1.2.3:443", "[fd00::/8]:*", "[fd00::1]:443"}
+	uniHost  = []string{"a.com", "x.a.com", "y.x.a.com", "b.com", "c.com", "10.1.2.3", "10.9.9.9", "11.0.0.1", "fd00::1", "fd00::2"}
+	uniPort  = []int{80, 443, 8443}
+	uniEnv   = []string{"A", "B", "C", "D"}
+)
+
+func randomPolicy(r *rand.Rand, name string) *Policy {
+	p := &Policy{Name: name, Limits: Limits{
+		Memory:  int64(8+r.Intn(100)) << 20,
+		Pids:    int64(1 + r.Intn(100)),
+		CPU:     float64(1+r.Intn(8)) / 4,
+		Timeout: time.Duration(1+r.Intn(60)) * time.Second,
+		Idle:    time.Duration(1+r.Intn(60)) * time.Minute,
+	}}
+	for _, path := range uniPaths {
+		switch r.Intn(6) {
+		case 0:
+			p.FS.Read = append(p.FS.Read, path)
+		case 1:
+			p.FS.Write = append(p.FS.Write, path)
+		case 2:
+			p.FS.Deny = append(p.FS.Deny, path)
+		}
+	}
+	p.Exec.All = r.Intn(4) == 0
+	if !p.Exec.All {
+		for _, e := range uniExec {
+			if r.Intn(2) == 0 {
+				p.Exec.Allow = append(p.Exec.Allow, e)
+			}
+		}
+	}
+	for _, n := range uniNet {
+		if r.Intn(4) == 0 {
+			p.Network.Allow = append(p.Network.Allow, n)
+		}
+	}
+	for _, e := range uniEnv {
+		switch r.Intn(4) {
+		case 0:
+			p.Env.Allow = append(p.Env.Allow, e)
+		case 1:
+			// Keep set values agreeing so Merge succeeds.
+			if p.Env.Set == nil {
+				p.Env.Set = map[string]string{}
+			}
+			p.Env.Set[e] = "v" + e
+		}
+	}
+	return p
+}
+
+func execAllows(p *Policy, e string) bool { return p.Exec.All || slices.Contains(p.Exec.Allow, e) }
+
+func netAllows(p *Policy, host string, port int) bool {
+	for _, s := range p.Network.Allow {
+		h, err := ParseHostPattern(s)
+		if err == nil && h.Match(host, port) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkComposed compares a composed policy with its inputs on every probe.
+func checkComposed(t *testing.T, op string, out *Policy, ins []*Policy, union bool) {
+	t.Helper()
+	combine := func(vals []bool) bool {
+		if union {
+			return slices.Contains(vals, true)
+		}
+		return !slices.Contains(vals, false)
+	}
+	for _, path := range uniProbe {
+		want := ins[0].AccessAt(path)
+		for _, p := range ins[1:] {
+			want = pick(union, want, p.AccessAt(path))
+		}
+		if got := out.AccessAt(path); got != want {
+			t.Fatalf("%s: AccessAt(%q) = %v, want %v\nin: %+v\nout: %+v", op, path, got, want, ins, out.FS)
+		}
+	}
+	for _, e := range uniExec {
+		var vals []bool
+		for _, p := range ins {
+			vals = append(vals, execAllows(p, e))
+		}
+		if got := execAllows(out, e); got != combine(vals) {
+			t.Fatalf("%s: exec %q = %v, inputs %v", op, e, got, vals)
+		}
+	}
+	for _, h := range uniHost {
+		for _, port := range uniPort {
+			var vals []bool
+			for _, p := range ins {
+				vals = append(vals, netAllows(p, h, port))
+			}
+			if got := netAllows(out, h, port); got != combine(vals) {
+				t.Fatalf("%s: network %s:%d = %v, inputs %v\nout %v", op, h, port, got, vals, out.Network.Allow)
+			}
+		}
+	}
+	for _, e := range uniEnv {
+		var vals []bool
+		for _, p := range ins {
+			_, set := p.Env.Set[e]
+			vals = append(vals, slices.Contains(p.Env.Allow, e) && !set)
+		}
+		_, set := out.Env.Set[e]
+		if got := slices.Contains(out.Env.Allow, e); !set && got != combine(vals) {
+			t.Fatalf("%s: env %q passed = %v, inputs %v", op, e, got, vals)
+		}
+	}
+}
+
+func TestComposeProperties(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for i := range 3000 {
+		a, b := randomPolicy(r, "a"), randomPolicy(r, "b")
+		for _, op := range []struct {
+			name  string
+			f     func(...*Policy) (*Policy, error)
+			union bool
+		}{{"merge", Merge, true}, {"intersect", Intersect, false}} {
+			ab, err := op.f(a, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkComposed(t, op.name, ab, []*Policy{a, b}, op.union)
+			ba, err := op.f(b, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(ab, ba) {
+				t.Fatalf("%s is not commutative:\n%+v\n%+v", op.name, ab, ba)
+			}
+			aa, err := op.f(a, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a1, err := op.f(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(aa, a1) {
+				t.Fatalf("%s is not idempotent:\n%+v\n%+v", op.name, aa, a1)
+			}
+			checkComposed(t, op.name+" self", aa, []*Policy{a}, op.union)
+			// Composing again with an input changes nothing further.
+			again, err := op.f(ab, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkComposed(t, op.name+" again", again, []*Policy{ab}, op.union)
+			if i%100 == 0 {
+				// The composed policy is valid and survives a round trip.
+				out, err := ab.TOML()
+				if err != nil {
+					t.Fatalf("%s: %v", op.name, err)
+				}
+				back := mustParse(t, string(out))
+				checkComposed(t, op.name+" round trip", back, []*Policy{ab}, op.union)
+			}
+		}
+		c := randomPolicy(r, "c")
+		abc, err := Intersect(a, b, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkComposed(t, "intersect3", abc, []*Policy{a, b, c}, false)
+		mabc, err := Merge(a, b, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkComposed(t, "merge3", mabc, []*Policy{a, b, c}, true)
+	}
+}
+
+func TestComposeExamples(t *testing.T) {
+	web := mustLoad(t, "web-fetch.toml")
+	data := mustLoad(t, "data-processor.toml")
+	m, err := Merge(web, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "data-processor+web-fetch" {
+		t.Errorf("name %q", m.Name)
+	}
+	if m.Limits.Memory != 1<<30 || m.Limits.Timeout != 5*time.Minute || m.Limits.Pids != 64 {
+		t.Errorf("limits %+v", m.Limits)
+	}
+	if !slices.Contains(m.Exec.Allow, "curl") || !slices.Contains(m.Exec.Allow, "python3") {
+		t.Errorf("exec %v", m.Exec.Allow)
+	}
+	i, err := Intersect(web, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(i.Exec.Allow, []string{"sh"}) || len(i.Network.Allow) != 0 {
+		t.Errorf("intersection allows %v, %v", i.Exec.Allow, i.Network.Allow)
+	}
+	if i.AccessAt("$WORK_DIR/x") != AccessWrite || i.AccessAt("$DATA_DIR") != AccessNone || i.AccessAt("$SKILL_DIR") != AccessRead {
+		t.Errorf("intersection fs %+v", i.FS)
+	}
+	if i.Limits.Memory != 256<<20 || i.Limits.Timeout != 30*time.Second {
+		t.Errorf("limits %+v", i.Limits)
+	}
+}
+
+func TestComposeErrors(t *testing.T) {
+	a := mustParse(t, "name = \"a\"\n[env]\nset = { PAGER = \"cat\" }\n")
+	b := mustParse(t, "name = \"b\"\n[env]\nset = { PAGER = \"less\" }\n")
+	for _, f := range []func(...*Policy) (*Policy, error){Merge, Intersect} {
+		if _, err := f(a, b); err == nil || !strings.Contains(err.Error(), "env.set.PAGER") {
+			t.Errorf("conflicting env.set: got %v", err)
+		}
+		if _, err := f(); err == nil {
+			t.Error("no policies: no error")
+		}
+		if _, err := f(a, nil); err == nil {
+			t.Error("nil policy: no error")
+		}
+	}
+}
+
+func TestComposeEnvAllowAndSet(t *testing.T) {
+	a := mustParse(t, "name = \"a\"\n[env]\nallow = [\"PAGER\", \"LANG\"]\n")
+	b := mustParse(t, "name = \"b\"\n[env]\nset = { PAGER = \"cat\" }\n")
+	m, err := Merge(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(m.Env, Env{Allow: []string{"LANG"}, Set: map[string]string{"PAGER": "cat"}}) {
+		t.Errorf("got %+v", m.Env)
+	}
+	if _, err := m.TOML(); err != nil {
+		t.Error(err)
+	}
+}
+
+func mustLoad(t *testing.T, path string) *Policy {
+	t.Helper()
+	p, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
