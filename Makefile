@@ -46,7 +46,7 @@ bench: build ## benchmarks, as ratios against baselines measured in the same run
 lint: ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l cmd policies spec seccomp runtime integration); test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
 	CGO_ENABLED=1 go vet -tags "$(TAGS)" ./...
-	@test -x $(TOOLS)/staticcheck || GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@2025.1.1
+	@test -x $(TOOLS)/staticcheck || GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	$(TOOLS)/staticcheck -tags "$(TAGS)" ./...
 
 ci: deps build lint test integration ## everything CI runs, on a fresh machine (root)

@@ -22,17 +22,11 @@ var SystemBinDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "
 // process (read_file, write_file, web_fetch) and so never enter a sandbox.
 // It is safe for concurrent use.
 type Checker struct {
-	rules   []checkRule
+	rules   []hostRule // as expanded, plus their resolved forms where those differ
 	workDir string
 	exec    Exec
 	execAbs []string // absolute exec.allow entries, also as resolved
 	hosts   []HostPattern
-}
-
-type checkRule struct {
-	path   string // host path, cleaned; also added resolved when it differs
-	access Access
-	source string // the rule as written, for messages
 }
 
 // NewChecker expands p with v and resolves the symlinks of every rule path
@@ -46,22 +40,15 @@ func NewChecker(p *Policy, v Vars) (*Checker, error) {
 	if v.WorkDir != "" {
 		c.workDir = filepath.Clean(v.WorkDir)
 	}
-	vals := varValues(v)
-	for _, l := range []struct {
-		name string
-		list []string
-		a    Access
-	}{{"read", p.FS.Read, AccessRead}, {"write", p.FS.Write, AccessWrite}, {"deny", p.FS.Deny, AccessNone}} {
-		for i, s := range l.list {
-			host, err := expandPath(s, vals)
-			if err != nil {
-				return nil, fmt.Errorf("new checker: policy %s: %w", p.Name, &Error{Key: fmt.Sprintf("fs.%s[%d]", l.name, i), Msg: err.Error()})
-			}
-			src := fmt.Sprintf("%s %s", l.name, s)
-			c.rules = append(c.rules, checkRule{path: host, access: l.a, source: src})
-			if r, err := resolvePath(host); err == nil && r != host {
-				c.rules = append(c.rules, checkRule{path: r, access: l.a, source: src})
-			}
+	rules, err := p.expandRules(v)
+	if err != nil {
+		return nil, fmt.Errorf("new checker: %w", err)
+	}
+	for _, r := range rules {
+		c.rules = append(c.rules, r)
+		if real, err := resolvePath(r.path); err == nil && real != r.path {
+			r.path = real
+			c.rules = append(c.rules, r)
 		}
 	}
 	for _, s := range p.Network.Allow {
@@ -100,13 +87,15 @@ func (c *Checker) checkPath(op, path string, want Access) error {
 		if c.workDir == "" {
 			return fmt.Errorf("%s %q: %w: relative path and no work directory", op, path, ErrDenied)
 		}
-		abs = filepath.Join(c.workDir, abs)
+		// Not filepath.Join: it would clean "link/.." away before the
+		// kernel's reading (the link's target's parent) is checked.
+		abs = c.workDir + "/" + abs
 	}
 	lex := filepath.Clean(abs)
 	if err := c.allows(lex, want); err != nil {
 		return fmt.Errorf("%s %q: %w: %s", op, path, ErrDenied, err)
 	}
-	res, err := resolvePath(lex)
+	res, err := resolvePath(abs)
 	if err != nil {
 		return fmt.Errorf("%s %q: %w: cannot resolve it: %v", op, path, ErrDenied, err)
 	}
@@ -120,7 +109,7 @@ func (c *Checker) checkPath(op, path string, want Access) error {
 
 // allows explains, as an error, why path does not have access want.
 func (c *Checker) allows(path string, want Access) error {
-	var best *checkRule
+	var best *hostRule
 	for i := range c.rules {
 		r := &c.rules[i]
 		if !isUnder(path, r.path) {
@@ -184,10 +173,9 @@ func (c *Checker) CheckExec(name string) error {
 		if c.workDir == "" {
 			return fmt.Errorf("exec %q: %w: relative path and no work directory", name, ErrDenied)
 		}
-		path = filepath.Join(c.workDir, path)
+		path = c.workDir + "/" + path
 	}
-	path = filepath.Clean(path)
-	if c.execPathAllowed(path) {
+	if c.execPathAllowed(filepath.Clean(path)) {
 		return nil
 	}
 	if r, err := resolvePath(path); err == nil && c.execPathAllowed(r) {
@@ -207,11 +195,12 @@ func (c *Checker) execPathAllowed(path string) bool {
 const maxSymlinks = 40
 
 // resolvePath resolves every symlink in an absolute path, one component at
-// a time. Unlike filepath.EvalSymlinks it also follows a dangling link and
+// a time, as the kernel does: "link/.." is the parent of the link's target,
+// so the path must not be cleaned first. Unlike filepath.EvalSymlinks it also follows a dangling link and
 // returns where it points, since creating a file through it would write
 // there; the part that does not exist yet is appended lexically.
 func resolvePath(p string) (string, error) {
-	rest := strings.Split(filepath.Clean(p), "/")
+	rest := strings.Split(p, "/")
 	cur := "/"
 	links := 0
 	for len(rest) > 0 {

@@ -114,7 +114,7 @@ func (h *HostPattern) parseHost(host string) error {
 		h.wildcard = true
 		name = rest
 		if !strings.Contains(name, ".") {
-			return fmt.Errorf("*.%s would allow a whole top-level domain; name at least two labels after *.", name)
+			return fmt.Errorf("*.%s would allow a whole top-level domain; name at least two labels after the *", name)
 		}
 	}
 	if strings.Contains(name, "*") {

@@ -228,35 +228,52 @@ func fsFromRules(rules []Rule) FS {
 // error naming the rule. Two rules landing on one host path (say $SKILL_DIR
 // and $WORK_DIR are the same folder) become one: deny beats write beats read.
 func (p *Policy) Expand(v Vars) (*Policy, error) {
-	vals := varValues(v)
 	q := p.clone()
+	rules, err := p.expandRules(v)
+	if err != nil {
+		return nil, err
+	}
 	acc := map[string]Access{}
+	for _, r := range rules {
+		if old, ok := acc[r.path]; !ok || rank(r.access) > rank(old) {
+			acc[r.path] = r.access
+		}
+	}
+	var out []Rule
+	for _, s := range slices.Collect(maps.Keys(acc)) {
+		out = append(out, Rule{Path: s, Access: acc[s]})
+	}
+	slices.SortFunc(out, func(a, b Rule) int { return comparePaths(a.Path, b.Path) })
+	q.FS = fsFromRules(out)
+	return q, nil
+}
+
+// hostRule is one fs rule after expansion, with the rule as written.
+type hostRule struct {
+	path   string
+	access Access
+	source string // e.g. "deny ~/.ssh", for messages
+}
+
+// expandRules expands every fs rule of p, in file order; an error names
+// the rule.
+func (p *Policy) expandRules(v Vars) ([]hostRule, error) {
+	vals := map[string]string{"$SKILL_DIR": v.SkillDir, "$WORK_DIR": v.WorkDir, "$DATA_DIR": v.DataDir, "$HOME": v.Home}
+	var out []hostRule
 	for _, l := range []struct {
 		name string
 		list []string
 		a    Access
 	}{{"read", p.FS.Read, AccessRead}, {"write", p.FS.Write, AccessWrite}, {"deny", p.FS.Deny, AccessNone}} {
 		for i, s := range l.list {
-			s, err := expandPath(s, vals)
+			host, err := expandPath(s, vals)
 			if err != nil {
 				return nil, fmt.Errorf("policy %s: %w", p.Name, &Error{Key: fmt.Sprintf("fs.%s[%d]", l.name, i), Msg: err.Error()})
 			}
-			if old, ok := acc[s]; !ok || rank(l.a) > rank(old) {
-				acc[s] = l.a
-			}
+			out = append(out, hostRule{path: host, access: l.a, source: l.name + " " + s})
 		}
 	}
-	var rules []Rule
-	for _, s := range slices.Collect(maps.Keys(acc)) {
-		rules = append(rules, Rule{Path: s, Access: acc[s]})
-	}
-	slices.SortFunc(rules, func(a, b Rule) int { return comparePaths(a.Path, b.Path) })
-	q.FS = fsFromRules(rules)
-	return q, nil
-}
-
-func varValues(v Vars) map[string]string {
-	return map[string]string{"$SKILL_DIR": v.SkillDir, "$WORK_DIR": v.WorkDir, "$DATA_DIR": v.DataDir, "$HOME": v.Home}
+	return out, nil
 }
 
 // expandPath turns one stored path into a cleaned absolute host path.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -25,6 +26,8 @@ func ImportSkill(path string) (*Policy, error) {
 	return parseSkill(path, data)
 }
 
+var yamlLineRE = regexp.MustCompile(`line ([0-9]+)`)
+
 var permissionKeys = []string{"fs", "network", "exec", "env", "limits"}
 
 func parseSkill(file string, data []byte) (*Policy, error) {
@@ -34,7 +37,12 @@ func parseSkill(file string, data []byte) (*Policy, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(front, &doc); err != nil {
-		return nil, &Error{File: file, Msg: "yaml front matter: " + shiftYAMLLines(err.Error(), offset)}
+		msg := shiftYAMLLines(err.Error(), offset)
+		line := 0
+		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+			line, _ = strconv.Atoi(m[1])
+		}
+		return nil, &Error{File: file, Line: line, Msg: "yaml front matter: " + strings.ReplaceAll(msg, "\n", "; ")}
 	}
 	y := &yamlConv{file: file, offset: offset, budget: 100000}
 	if len(doc.Content) == 0 {

@@ -36,11 +36,6 @@ func (h Host) path(p string) string {
 
 func (h Host) lstat(p string) (fs.FileInfo, error) { return os.Lstat(h.path(p)) }
 
-func (h Host) exists(p string) bool {
-	_, err := h.lstat(p)
-	return err == nil
-}
-
 func (h Host) isDir(p string) bool {
 	fi, err := os.Stat(h.path(p))
 	return err == nil && fi.IsDir()

@@ -343,3 +343,17 @@ func underAny(p string, dirs ...string) bool {
 	}
 	return false
 }
+
+// agent mounts the warden binary that runs as a session's PID 1. It is the
+// only executable outside the system directories, read-only and nosuid.
+func (g *generator) agent() error {
+	if g.o.Agent == "" {
+		return nil
+	}
+	if !filepath.IsAbs(g.o.Agent) {
+		return fmt.Errorf("%w: agent binary %q must be an absolute path", ErrInvalid, g.o.Agent)
+	}
+	g.addRootfs(Entry{Path: AgentPath, Kind: File})
+	g.mount(specs.Mount{Destination: AgentPath, Type: "bind", Source: g.o.Agent, Options: []string{"bind", "ro", "nosuid", "nodev"}})
+	return nil
+}

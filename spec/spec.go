@@ -50,7 +50,13 @@ type Options struct {
 	Terminal  bool
 	// CgroupsPath is left to the runtime when empty.
 	CgroupsPath string
+	// Agent is the host path of the warden binary to mount read-only at
+	// AgentPath, for sessions whose PID 1 is warden's agent.
+	Agent string
 }
+
+// AgentPath is where Options.Agent appears inside the sandbox.
+const AgentPath = "/.warden/warden"
 
 // Bundle is a generated spec and the rootfs skeleton it needs on disk.
 type Bundle struct {
@@ -116,6 +122,7 @@ func Generate(o Options) (*Bundle, error) {
 		g.etc,
 		g.scratch,
 		g.grants,
+		g.agent,
 		g.resources,
 		g.process,
 		g.seccomp,

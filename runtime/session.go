@@ -1,0 +1,603 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/spec"
+)
+
+// DefaultRoot is where warden keeps its state.
+const DefaultRoot = "/run/warden"
+
+// cgroupParent holds every sandbox's cgroup, so gc can find them all.
+const cgroupParent = "/warden"
+
+// Runtime owns a state root: libcontainer's state under containers/, one
+// folder per session under sessions/.
+type Runtime struct {
+	Root string
+	// Binary is the host path of the warden binary each session's agent
+	// runs from.
+	Binary string
+}
+
+// New prepares a state root (created 0700 if absent).
+func New(root, binary string) (*Runtime, error) {
+	if !filepath.IsAbs(root) {
+		return nil, fmt.Errorf("state root %q must be an absolute path", root)
+	}
+	for _, d := range []string{root, filepath.Join(root, "containers"), filepath.Join(root, "sessions")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("state root: %w", err)
+		}
+	}
+	if binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		binary = exe
+	}
+	return &Runtime{Root: root, Binary: binary}, nil
+}
+
+func (rt *Runtime) containersDir() string       { return filepath.Join(rt.Root, "containers") }
+func (rt *Runtime) sessionDir(id string) string { return filepath.Join(rt.Root, "sessions", id) }
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// ErrNoSession and ErrSessionExists are returned for unknown and duplicate
+// session ids.
+var (
+	ErrNoSession     = errors.New("no such session")
+	ErrSessionExists = errors.New("session already exists")
+)
+
+// CheckID validates a session id.
+func CheckID(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("session id %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// SessionConfig describes a session to create.
+type SessionConfig struct {
+	ID       string
+	Policy   *policies.Policy
+	Vars     policies.Vars
+	Identity spec.Identity // zero: spec.DefaultIdentity
+}
+
+// Session is one warm sandbox: a container whose PID 1 is warden's agent,
+// reused for every command. Its workspace belongs to the caller and is
+// never removed.
+type Session struct {
+	ID         string          `json:"id"`
+	PolicyName string          `json:"policy"`
+	PolicyHash string          `json:"policyHash"`
+	PolicyTOML string          `json:"policyToml"`
+	Vars       policies.Vars   `json:"vars"`
+	Created    time.Time       `json:"created"`
+	Identity   spec.Identity   `json:"identity"`
+	Limits     policies.Limits `json:"-"`
+	Env        []string        `json:"-"` // the sandbox's base environment
+
+	rt        *Runtime
+	policy    *policies.Policy
+	container *libcontainer.Container
+
+	mu       sync.Mutex
+	oomSeen  uint64
+	lastUsed time.Time
+	execs    int
+}
+
+// Policy is the session's policy.
+func (s *Session) Policy() *policies.Policy { return s.policy }
+
+// Create starts a session's sandbox.
+func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
+	if err := CheckID(cfg.ID); err != nil {
+		return nil, err
+	}
+	if cfg.Policy == nil {
+		return nil, errors.New("no policy")
+	}
+	dir := rt.sessionDir(cfg.ID)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%w: %s", ErrSessionExists, cfg.ID)
+		}
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			rt.destroy(cfg.ID)
+		}
+	}()
+	if cfg.Identity == (spec.Identity{}) {
+		cfg.Identity = spec.DefaultIdentity
+	}
+	host, err := spec.DetectHost()
+	if err != nil {
+		return nil, err
+	}
+	bundleDir := filepath.Join(dir, "bundle")
+	b, err := spec.Generate(spec.Options{
+		Policy:      cfg.Policy,
+		Vars:        cfg.Vars,
+		Host:        host,
+		BundleDir:   bundleDir,
+		Identity:    cfg.Identity,
+		Agent:       rt.Binary,
+		CgroupsPath: cgroupParent + "/" + cfg.ID,
+		Hostname:    "sandbox",
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.Spec.Process.Args = agentArgs(b.Spec)
+	if err := spec.WriteBundle(bundleDir, b); err != nil {
+		return nil, err
+	}
+	text, err := cfg.Policy.TOML()
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{
+		ID: cfg.ID, PolicyName: cfg.Policy.Name, PolicyHash: cfg.Policy.Hash(), PolicyTOML: string(text),
+		Vars: cfg.Vars, Created: time.Now().UTC(), Identity: cfg.Identity,
+		rt: rt, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: b.Spec.Process.Env, lastUsed: time.Now(),
+	}
+	if err := s.save(); err != nil {
+		return nil, err
+	}
+	if err := rt.startContainer(s, b.Spec, bundleDir); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// agentArgs runs the warden binary as the sandbox's agent, telling it what
+// Landlock must allow.
+func agentArgs(s *specs.Spec) []string {
+	args := []string{spec.AgentPath, "agent"}
+	if allow := s.Annotations[spec.AnnotationExecAllow]; allow != "*" {
+		args = append(args, "--exec-allow", allow)
+	}
+	var writable []string
+	for _, m := range s.Mounts {
+		if m.Destination == "/dev" || m.Destination == "/proc" {
+			continue
+		}
+		if !contains(m.Options, "ro") && m.Type != "proc" && m.Type != "devpts" && m.Type != "mqueue" {
+			writable = append(writable, m.Destination)
+		}
+	}
+	if len(writable) > 0 {
+		args = append(args, "--writable", strings.Join(writable, ":"))
+	}
+	return args
+}
+
+func (s *Session) save() error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.rt.sessionDir(s.ID), "session.json.tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(s.rt.sessionDir(s.ID), "session.json"))
+}
+
+func (s *Session) socketPath() string { return filepath.Join(s.rt.sessionDir(s.ID), "agent.sock") }
+
+// startContainer creates the container and starts the agent in it, handing
+// it a listening socket whose file exists only on the host.
+func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) error {
+	sp.Root.Path = filepath.Join(bundleDir, "rootfs")
+	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
+		CgroupName: s.ID, Spec: sp, NoNewKeyring: true,
+	})
+	if err != nil {
+		return fmt.Errorf("container config: %w", err)
+	}
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: s.socketPath(), Net: "unixpacket"})
+	if err != nil {
+		return fmt.Errorf("agent socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	lf, err := ln.File()
+	ln.Close()
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	c, err := libcontainer.Create(rt.containersDir(), s.ID, cfg)
+	if err != nil {
+		return fmt.Errorf("create container: %w", err)
+	}
+	s.container = c
+	logFile, err := os.OpenFile(filepath.Join(rt.sessionDir(s.ID), "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	p, err := initProcess(sp.Process)
+	if err != nil {
+		return err
+	}
+	p.ExtraFiles = []*os.File{lf}
+	p.Stdout, p.Stderr = logFile, logFile
+	if err := c.Run(p); err != nil {
+		return fmt.Errorf("start sandbox: %w", err)
+	}
+	return nil
+}
+
+// initProcess converts the spec's process the way runc does.
+func initProcess(p *specs.Process) (*libcontainer.Process, error) {
+	lp := &libcontainer.Process{
+		Args: p.Args, Env: p.Env, Cwd: "/", UID: int(p.User.UID), GID: int(p.User.GID),
+		NoNewPrivileges: &p.NoNewPrivileges, Init: true,
+	}
+	if c := p.Capabilities; c != nil {
+		lp.Capabilities = &configsCapabilities{Bounding: c.Bounding, Effective: c.Effective,
+			Inheritable: c.Inheritable, Permitted: c.Permitted, Ambient: c.Ambient}
+	}
+	for _, r := range p.Rlimits {
+		rl, err := rlimit(r)
+		if err != nil {
+			return nil, err
+		}
+		lp.Rlimits = append(lp.Rlimits, rl)
+	}
+	return lp, nil
+}
+
+// Load re-adopts a running session from its state.
+func (rt *Runtime) Load(id string) (*Session, error) {
+	if err := CheckID(id); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(rt.sessionDir(id), "session.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNoSession, id)
+	} else if err != nil {
+		return nil, err
+	}
+	s := &Session{rt: rt}
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil, fmt.Errorf("session %s: state file: %w", id, err)
+	}
+	p, err := policies.Parse(id+"/session.json", []byte(s.PolicyTOML))
+	if err != nil {
+		return nil, err
+	}
+	s.policy, s.Limits, s.Env = p, p.Limits, spec.SandboxEnv(p, nil)
+	c, err := libcontainer.Load(rt.containersDir(), id)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: container: %w", id, err)
+	}
+	st, err := c.Status()
+	if err != nil || st != libcontainer.Running {
+		return nil, fmt.Errorf("session %s: sandbox is not running (%v)", id, st)
+	}
+	s.container = c
+	s.lastUsed = time.Now()
+	s.oomSeen = s.oomKills()
+	return s, nil
+}
+
+// IDs lists the sessions with state under the root.
+func (rt *Runtime) IDs() []string {
+	entries, _ := os.ReadDir(filepath.Join(rt.Root, "sessions"))
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && CheckID(e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
+}
+
+// Close stops the session's sandbox and removes its state. The workspace
+// and every other granted folder are left as they are.
+func (s *Session) Close() error {
+	return s.rt.destroy(s.ID)
+}
+
+// destroy removes everything warden made for a session id: processes,
+// container, cgroup, bundle, sockets, state. It never follows into
+// granted folders: only the session's own directory is removed, and its
+// bundle holds only mountpoints and generated files.
+func (rt *Runtime) destroy(id string) error {
+	var errs []error
+	if c, err := libcontainer.Load(rt.containersDir(), id); err == nil {
+		c.Signal(unix.SIGKILL)
+		if err := c.Destroy(); err != nil {
+			errs = append(errs, fmt.Errorf("destroy container: %w", err))
+		}
+	}
+	dir := rt.sessionDir(id)
+	if err := removeSessionDir(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// removeSessionDir deletes a session folder without crossing into any
+// mount (a bundle's rootfs never has one on the host, but a crash during
+// start must not turn into deleting a workspace).
+func removeSessionDir(dir string) error {
+	var walkErr error
+	var paths []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && p != dir && isMountpoint(p) {
+			walkErr = fmt.Errorf("%s is a mountpoint; unmount it and run warden gc again", p)
+			return filepath.SkipDir
+		}
+		paths = append(paths, p)
+		return nil
+	})
+	if walkErr != nil {
+		return walkErr
+	}
+	for i := len(paths) - 1; i >= 0; i-- {
+		os.Remove(paths[i])
+	}
+	return nil
+}
+
+func isMountpoint(p string) bool {
+	var st, parent unix.Stat_t
+	if unix.Lstat(p, &st) != nil || unix.Lstat(filepath.Dir(p), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
+}
+
+// ExecOptions describe one command.
+type ExecOptions struct {
+	Argv []string
+	// Env holds extra variables; only names the policy's env.allow lists
+	// (or env.set fixes) are passed, others are an error.
+	Env []string
+	// Cwd is relative to the workspace, or absolute inside the sandbox.
+	Cwd                   string
+	Stdin, Stdout, Stderr *os.File // nil: /dev/null
+	// Timeout kills the command's process tree; zero means the policy's
+	// limits.timeout, and more than that is refused.
+	Timeout time.Duration
+	// Tty runs the command on a new terminal; OnTerminal receives its
+	// master side and must copy between it and the user.
+	Tty        bool
+	Rows, Cols uint16
+	OnTerminal func(master *os.File)
+	// Signals forwards signals to the command's process group.
+	Signals <-chan unix.Signal
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode int           `json:"exit"`
+	Signal   int           `json:"signal,omitempty"`
+	OOM      bool          `json:"oom,omitempty"`
+	TimedOut bool          `json:"timedOut,omitempty"`
+	Duration time.Duration `json:"duration"`
+	// Error is set when the command did not start (ExitCode 126 or 127),
+	// or was killed by warden (timeout, memory limit).
+	Error string `json:"error,omitempty"`
+}
+
+// ErrTimeoutTooLong is returned for a timeout above the policy's.
+var ErrTimeoutTooLong = errors.New("timeout exceeds the policy's limits.timeout")
+
+// Exec runs one command in the session and waits for it.
+func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
+	start := time.Now()
+	if len(o.Argv) == 0 {
+		return ExecResult{}, errors.New("no command given")
+	}
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = s.Limits.Timeout
+	} else if timeout > s.Limits.Timeout {
+		return ExecResult{}, fmt.Errorf("%w (%s > %s)", ErrTimeoutTooLong, o.Timeout, s.Limits.Timeout)
+	}
+	env, err := s.commandEnv(o.Env)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	req := execRequest{Argv: o.Argv, Env: env, Cwd: s.cwd(o.Cwd), Tty: o.Tty, Rows: o.Rows, Cols: o.Cols}
+	var fds []int
+	if !o.Tty {
+		stdio, closeStdio, err := stdioFiles(o.Stdin, o.Stdout, o.Stderr)
+		if err != nil {
+			return ExecResult{}, err
+		}
+		defer closeStdio()
+		for _, f := range stdio {
+			fds = append(fds, int(f.Fd()))
+		}
+	}
+	s.touch()
+	conn, err := dialPacket(s.socketPath())
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("session %s: agent unreachable: %w", s.ID, err)
+	}
+	defer conn.Close()
+	if err := send(conn, req, fds...); err != nil {
+		return ExecResult{}, err
+	}
+	var ev execEvent
+	files, err := receive(conn, &ev)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("session %s: agent: %w", s.ID, err)
+	}
+	if !ev.Started {
+		closeAll(files)
+		return ExecResult{ExitCode: ev.Code, Error: ev.Error, Duration: time.Since(start)}, nil
+	}
+	if o.Tty && len(files) > 0 && o.OnTerminal != nil {
+		go o.OnTerminal(files[0])
+	} else {
+		closeAll(files)
+	}
+	res, err := s.wait(ctx, conn, timeout, o.Signals)
+	res.Duration = time.Since(start)
+	s.touch()
+	return res, err
+}
+
+// wait waits for the command's end, killing its tree on timeout or when
+// ctx is done.
+func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Duration, signals <-chan unix.Signal) (ExecResult, error) {
+	events := make(chan execEvent, 1)
+	errc := make(chan error, 1)
+	go func() {
+		var ev execEvent
+		files, err := receive(conn, &ev)
+		closeAll(files)
+		if err != nil {
+			errc <- err
+			return
+		}
+		events <- ev
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var res ExecResult
+	for {
+		select {
+		case ev := <-events:
+			res.ExitCode, res.Signal = ev.Code, ev.Signal
+			if res.Signal == int(unix.SIGKILL) && !res.TimedOut {
+				if s.sawOOM() {
+					res.OOM = true
+					res.Error = fmt.Sprintf("killed: memory limit %s exceeded", formatBytes(s.Limits.Memory))
+				}
+			}
+			return res, nil
+		case err := <-errc:
+			return res, fmt.Errorf("session %s: lost the agent: %w", s.ID, err)
+		case <-timer.C:
+			res.TimedOut = true
+			res.Error = fmt.Sprintf("killed: timeout %s exceeded", timeout)
+			send(conn, execControl{Kill: true})
+		case <-ctx.Done():
+			send(conn, execControl{Kill: true})
+			ctx = context.Background()
+		case sig := <-signals:
+			send(conn, execControl{Signal: int(sig)})
+		}
+	}
+}
+
+// commandEnv is the sandbox's environment plus extra variables, each of
+// which the policy must allow.
+func (s *Session) commandEnv(extra []string) ([]string, error) {
+	if len(extra) == 0 {
+		return s.Env, nil
+	}
+	allowed := map[string]bool{}
+	for _, n := range s.policy.Env.Allow {
+		allowed[n] = true
+	}
+	for _, kv := range extra {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--env %q: use NAME=VALUE", kv)
+		}
+		if !allowed[name] {
+			return nil, fmt.Errorf("--env %s: not in the policy's env.allow; add it there to pass it", name)
+		}
+	}
+	return spec.SandboxEnv(s.policy, append(append([]string{}, s.Env...), extra...)), nil
+}
+
+func (s *Session) cwd(c string) string {
+	base := "/"
+	if s.Vars.WorkDir != "" {
+		base = spec.WorkspacePath
+	}
+	if c == "" {
+		return base
+	}
+	if filepath.IsAbs(c) {
+		return filepath.Clean(c)
+	}
+	return filepath.Join(base, c)
+}
+
+func (s *Session) touch() {
+	s.mu.Lock()
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
+// stdioFiles returns the three descriptors to pass, opening /dev/null for
+// the missing ones.
+func stdioFiles(in, out, errf *os.File) ([]*os.File, func(), error) {
+	var opened []*os.File
+	pick := func(f *os.File, flag int) (*os.File, error) {
+		if f != nil {
+			return f, nil
+		}
+		n, err := os.OpenFile(os.DevNull, flag, 0)
+		if err != nil {
+			return nil, err
+		}
+		opened = append(opened, n)
+		return n, nil
+	}
+	closeOpened := func() { closeAll(opened) }
+	var files []*os.File
+	for i, f := range []*os.File{in, out, errf} {
+		flag := os.O_WRONLY
+		if i == 0 {
+			flag = os.O_RDONLY
+		}
+		p, err := pick(f, flag)
+		if err != nil {
+			closeOpened()
+			return nil, nil, err
+		}
+		files = append(files, p)
+	}
+	return files, closeOpened, nil
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	default:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+}
