@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"time"
+
 	"fmt"
 
 	"github.com/containerd/cgroups/v3"
@@ -79,3 +81,5 @@ func (s *Session) sawOOM() bool {
 	}
 	return false
 }
+
+func sleepBriefly() { time.Sleep(20 * time.Millisecond) }

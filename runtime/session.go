@@ -38,13 +38,18 @@ type Runtime struct {
 	Binary string
 }
 
-// New prepares a state root (created 0700 if absent).
+// New prepares a state root. Directories are 0711: the sandbox's
+// unprivileged host user must traverse them to reach its bundle, but can
+// list nothing; the files in them are root's alone.
 func New(root, binary string) (*Runtime, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("state root %q must be an absolute path", root)
 	}
 	for _, d := range []string{root, filepath.Join(root, "containers"), filepath.Join(root, "sessions")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return nil, fmt.Errorf("state root: %w", err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
 			return nil, fmt.Errorf("state root: %w", err)
 		}
 	}
@@ -122,7 +127,7 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 		return nil, errors.New("no policy")
 	}
 	dir := rt.sessionDir(cfg.ID)
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	if err := os.Mkdir(dir, 0o711); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%w: %s", ErrSessionExists, cfg.ID)
 		}

@@ -2,12 +2,15 @@
 package main
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
+
+	"github.com/warden-sandbox/warden/runtime"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.commit=...".
@@ -51,6 +54,7 @@ func newApp() *cli.App {
 		HideHelpCommand:      true,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "debug", Usage: "log debug messages"},
+			&cli.StringFlag{Name: "root", Usage: "state `DIR` for sessions and containers", Value: runtime.DefaultRoot, EnvVars: []string{"WARDEN_ROOT"}},
 		},
 		Before: func(cliContext *cli.Context) error {
 			logrus.SetOutput(cliContext.App.ErrWriter)
@@ -64,6 +68,13 @@ func newApp() *cli.App {
 			bundleCommand,
 			seccompCommand,
 			checkCommand,
+			doCommand,
+			sessionCommand,
+			execCommand,
+			logsCommand,
+			gcCommand,
+			daemonCommand,
+			agentCommand,
 		},
 		// Usage errors (unknown flags, missing arguments) are warden's own
 		// failure: one line on stderr, exit 125.
@@ -98,3 +109,5 @@ func exitCode(err error) int {
 	fmt.Fprintf(os.Stderr, "warden: %v\n", err)
 	return exitWarden
 }
+
+var randRead = rand.Read

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+// agentCommand is the PID 1 of every session's sandbox; warden starts it,
+// people do not.
+var agentCommand = &cli.Command{
+	Name:   "agent",
+	Usage:  "run as a sandbox's PID 1 (started by warden)",
+	Hidden: true,
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "exec-allow", Usage: "colon-separated `PATHS` that may be executed (default: all)"},
+		&cli.StringFlag{Name: "writable", Usage: "colon-separated `PATHS` that may be written"},
+	},
+	Action: func(cliContext *cli.Context) error {
+		cfg := runtime.AgentConfig{}
+		if cliContext.IsSet("exec-allow") {
+			cfg.ExecAllow = splitPaths(cliContext.String("exec-allow"))
+			if cfg.ExecAllow == nil {
+				cfg.ExecAllow = []string{}
+			}
+		}
+		cfg.Writable = splitPaths(cliContext.String("writable"))
+		return runtime.RunAgent(cfg)
+	},
+}
+
+func splitPaths(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ":")
+}

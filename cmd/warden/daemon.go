@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os/signal"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+var daemonCommand = &cli.Command{
+	Name:  "daemon",
+	Usage: "own the sessions of a state root (the CLI starts it on demand)",
+	Description: `The daemon serves the CLI on ROOT/warden.sock (mode 0600), expires idle
+sessions and writes the audit log. Restarted after a crash, it re-adopts the
+sessions still running and reaps the rest.`,
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "audit-log", Usage: "audit log `FILE` (default: /var/log/warden/audit.log for the default root, else ROOT/audit.log)"},
+	},
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		rt, err := newRuntime(cliContext)
+		if err != nil {
+			return err
+		}
+		audit := cliContext.String("audit-log")
+		if audit == "" {
+			audit = runtime.AuditPath(rt.Root)
+		}
+		d, err := runtime.NewDaemon(rt, audit)
+		if errors.Is(err, runtime.ErrDaemonRunning) {
+			logrus.Info(err)
+			return nil
+		} else if err != nil {
+			return err
+		}
+		defer d.Close()
+		ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
+		defer stop()
+		logrus.Infof("warden daemon serving %s", runtime.SocketPath(rt.Root))
+		return d.Serve(ctx)
+	},
+}

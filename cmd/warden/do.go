@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+var doCommand = &cli.Command{
+	Name:      "do",
+	Usage:     "run one command in a fresh sandbox and tear it down",
+	ArgsUsage: "-- COMMAND [ARG...]",
+	Flags: append([]cli.Flag{
+		&cli.DurationFlag{Name: "timeout", Usage: "kill the command after `DURATION` (at most the policy's limits.timeout)"},
+		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `NAME=VALUE` (the name must be in the policy's env.allow)"},
+		&cli.StringFlag{Name: "cwd", Usage: "working `DIR`, relative to the workspace"},
+	}, sandboxFlags...),
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 1, -1, "a command after --"); err != nil {
+			return err
+		}
+		p, vars, err := loadSandboxPolicy(cliContext, cliContext.StringSlice("policy"))
+		if err != nil {
+			return err
+		}
+		rt, err := newRuntime(cliContext)
+		if err != nil {
+			return err
+		}
+		s, err := rt.Create(runtime.SessionConfig{ID: "do-" + randomID(), Policy: p, Vars: vars})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		res, err := s.Exec(context.Background(), execOptions(cliContext))
+		if err != nil {
+			return err
+		}
+		return resultError(res)
+	},
+}
+
+// execOptions are the command and its stdio: the caller's own descriptors.
+func execOptions(cliContext *cli.Context) runtime.ExecOptions {
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
+	forward := make(chan unix.Signal, 4)
+	go func() {
+		for sig := range signals {
+			forward <- sig.(unix.Signal)
+		}
+	}()
+	return runtime.ExecOptions{
+		Argv:    cliContext.Args().Slice(),
+		Env:     cliContext.StringSlice("env"),
+		Cwd:     cliContext.String("cwd"),
+		Stdin:   os.Stdin,
+		Stdout:  os.Stdout,
+		Stderr:  os.Stderr,
+		Timeout: cliContext.Duration("timeout"),
+		Signals: forward,
+	}
+}
+
+// resultError turns how a command ended into warden's exit status, with a
+// line on stderr when warden has something to say (not found, timeout,
+// memory limit).
+func resultError(res runtime.ExecResult) error {
+	if res.ExitCode == 0 && res.Error == "" {
+		return nil
+	}
+	var err error
+	if res.Error != "" {
+		err = fmt.Errorf("%s", res.Error)
+	}
+	return &exitError{code: res.ExitCode, err: err}
+}
+
+func newRuntime(cliContext *cli.Context) (*runtime.Runtime, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("sandboxes need root: run warden as root (it drops to an unprivileged uid inside)")
+	}
+	return runtime.New(cliContext.String("root"), "")
+}
+
+func randomID() string {
+	var b [6]byte
+	if _, err := randRead(b[:]); err != nil {
+		return fmt.Sprint(os.Getpid())
+	}
+	return fmt.Sprintf("%x", b)
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"time"
+
+	"github.com/containerd/console"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+var execCommand = &cli.Command{
+	Name:      "exec",
+	Usage:     "run a command in a session's sandbox, with the caller's own stdin, stdout and stderr",
+	ArgsUsage: "-- COMMAND [ARG...]",
+	Description: `The exit status is the command's own; 126 when it cannot run, 127 when it is
+not found or not allowed, 128+N when killed by signal N (a timeout or the
+memory limit says so on stderr). With --policy, a missing session is created.`,
+	Flags: append([]cli.Flag{
+		&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "session `ID`", Required: true},
+		&cli.DurationFlag{Name: "timeout", Usage: "kill the command's process tree after `DURATION` (at most the policy's limits.timeout)"},
+		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `NAME=VALUE` (the name must be in the policy's env.allow)"},
+		&cli.StringFlag{Name: "cwd", Usage: "working `DIR`, relative to the workspace"},
+		&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "run the command on a new terminal (interactive)"},
+		&cli.StringSliceFlag{Name: "policy", Aliases: []string{"p"}, Usage: "policy `FILE` to create the session with when it does not exist"},
+	}, varFlags...),
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 1, -1, "a command after --"); err != nil {
+			return err
+		}
+		var create *runtime.CreateRequest
+		if cliContext.IsSet("policy") {
+			var err error
+			if create, err = createRequest(cliContext); err != nil {
+				return err
+			}
+		}
+		req := runtime.ExecRequest{
+			Argv:    cliContext.Args().Slice(),
+			Env:     cliContext.StringSlice("env"),
+			Cwd:     cliContext.String("cwd"),
+			Timeout: cliContext.Duration("timeout"),
+			Tty:     cliContext.Bool("tty"),
+		}
+		signals := make(chan os.Signal, 4)
+		var term *terminal
+		if req.Tty {
+			var err error
+			if term, err = newTerminal(); err != nil {
+				return err
+			}
+			defer term.restore()
+			req.Rows, req.Cols = term.size()
+			signal.Notify(signals, unix.SIGTERM, unix.SIGHUP)
+		} else {
+			signal.Notify(signals, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
+		}
+		var onTerminal func(*os.File)
+		if term != nil {
+			onTerminal = term.attach
+		}
+		res, err := client(cliContext).Exec(cliContext.String("session"), create, req,
+			[]*os.File{os.Stdin, os.Stdout, os.Stderr}, onTerminal, signals)
+		if term != nil {
+			term.wait()
+			term.restore()
+		}
+		if err != nil {
+			return err
+		}
+		return resultError(res)
+	},
+}
+
+// terminal puts the caller's terminal in raw mode and copies between it
+// and the sandbox's terminal.
+type terminal struct {
+	con  console.Console
+	once sync.Once
+	done chan struct{}
+}
+
+func newTerminal() (*terminal, error) {
+	con, err := console.ConsoleFromFile(os.Stdin)
+	if err != nil {
+		return nil, errNotTerminal
+	}
+	if err := con.SetRaw(); err != nil {
+		return nil, err
+	}
+	return &terminal{con: con, done: make(chan struct{})}, nil
+}
+
+var errNotTerminal = &exitError{code: exitWarden, err: errString("--tty needs a terminal on stdin; drop -t when piping")}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+func (t *terminal) size() (rows, cols uint16) {
+	ws, err := t.con.Size()
+	if err != nil {
+		return 24, 80
+	}
+	return ws.Height, ws.Width
+}
+
+func (t *terminal) attach(master *os.File) {
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, unix.SIGWINCH)
+	go func() {
+		for range winch {
+			rows, cols := t.size()
+			unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+		}
+	}()
+	go io.Copy(master, os.Stdin)
+	go func() {
+		io.Copy(os.Stdout, master)
+		close(t.done)
+	}()
+}
+
+// wait lets the last output drain: the master side reads until the
+// sandbox's terminal has no writer left.
+func (t *terminal) wait() {
+	select {
+	case <-t.done:
+	case <-time.After(time.Second):
+	}
+}
+
+func (t *terminal) restore() {
+	t.once.Do(func() { t.con.Reset() })
+}

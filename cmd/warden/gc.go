@@ -1,0 +1,30 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+var gcCommand = &cli.Command{
+	Name:  "gc",
+	Usage: "remove every orphan (containers, cgroups, mounts, state) and print what was removed",
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		r, err := client(cliContext).Call(runtime.Request{Op: "gc"})
+		for _, item := range r.Removed {
+			fmt.Fprintf(cliContext.App.Writer, "removed %s\n", item)
+		}
+		if err != nil {
+			return err
+		}
+		if len(r.Removed) == 0 {
+			fmt.Fprintln(cliContext.App.Writer, "nothing to remove")
+		}
+		return nil
+	},
+}

@@ -1,0 +1,18 @@
+package main
+
+import (
+	goruntime "runtime"
+
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+// init hands the process to libcontainer when it was started as a
+// container's init, before the CLI parses anything. Otherwise it pins
+// main to its thread: code that enters a container's namespaces runs on
+// threads of its own, and this keeps the main thread clean.
+func init() {
+	if runtime.IsInit() {
+		runtime.Init()
+	}
+	goruntime.LockOSThread()
+}

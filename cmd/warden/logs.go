@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+var logsCommand = &cli.Command{
+	Name:  "logs",
+	Usage: "print the audit log: one JSON line per command and session event",
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "only this session `ID`"},
+		&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new lines"},
+		&cli.StringFlag{Name: "audit-log", Usage: "audit log `FILE` (default: the daemon's)"},
+	},
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		path := cliContext.String("audit-log")
+		if path == "" {
+			root, _ := filepath.Abs(cliContext.String("root"))
+			path = runtime.AuditPath(root)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("audit log: %w (nothing has run under this root yet?)", err)
+		}
+		defer f.Close()
+		session := cliContext.String("session")
+		r := bufio.NewReader(f)
+		w := cliContext.App.Writer
+		var partial []byte
+		for {
+			line, err := r.ReadBytes('\n')
+			partial = append(partial, line...)
+			if err == io.EOF {
+				if !cliContext.Bool("follow") {
+					return nil
+				}
+				time.Sleep(100 * time.Millisecond)
+				continue
+			} else if err != nil {
+				return err
+			}
+			if wanted(partial, session) {
+				w.Write(partial)
+			}
+			partial = partial[:0]
+		}
+	},
+}
+
+func wanted(line []byte, session string) bool {
+	if session == "" {
+		return true
+	}
+	var rec struct {
+		Session string `json:"session"`
+	}
+	return json.Unmarshal(line, &rec) == nil && rec.Session == session
+}

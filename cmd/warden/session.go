@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+var sessionCommand = &cli.Command{
+	Name:  "session",
+	Usage: "create, list and remove sessions (one warm sandbox per conversation)",
+	Subcommands: []*cli.Command{
+		sessionCreateCommand,
+		sessionListCommand,
+		sessionRemoveCommand,
+	},
+}
+
+var sessionCreateCommand = &cli.Command{
+	Name:  "create",
+	Usage: "start a session's sandbox and print its id",
+	Flags: append([]cli.Flag{
+		&cli.StringFlag{Name: "id", Usage: "session `ID` (default: a random one)"},
+	}, sandboxFlags...),
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		id := cliContext.String("id")
+		if id == "" {
+			id = "s-" + randomID()
+		}
+		create, err := createRequest(cliContext)
+		if err != nil {
+			return err
+		}
+		if _, err := client(cliContext).Call(runtime.Request{Op: "create", ID: id, Create: create}); err != nil {
+			return err
+		}
+		fmt.Fprintln(cliContext.App.Writer, id)
+		return nil
+	},
+}
+
+// createRequest loads the --policy files and the path variables into what
+// the daemon needs to create a session.
+func createRequest(cliContext *cli.Context) (*runtime.CreateRequest, error) {
+	p, vars, err := loadSandboxPolicy(cliContext, cliContext.StringSlice("policy"))
+	if err != nil {
+		return nil, err
+	}
+	text, err := p.TOML()
+	if err != nil {
+		return nil, err
+	}
+	return &runtime.CreateRequest{PolicyTOML: string(text), Vars: vars}, nil
+}
+
+func client(cliContext *cli.Context) *runtime.Client {
+	root, _ := filepath.Abs(cliContext.String("root"))
+	return &runtime.Client{Root: root}
+}
+
+var sessionListCommand = &cli.Command{
+	Name:    "ls",
+	Aliases: []string{"list"},
+	Usage:   "list sessions: id, policy, workspace, state, age, idle, commands run",
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "format", Usage: "output `FORMAT`: table or json", Value: "table"},
+	},
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		format := cliContext.String("format")
+		if format != "table" && format != "json" {
+			return fmt.Errorf("--format %q: use table or json", format)
+		}
+		r, err := client(cliContext).Call(runtime.Request{Op: "list"})
+		if err != nil {
+			return err
+		}
+		w := cliContext.App.Writer
+		if format == "json" {
+			if r.Sessions == nil {
+				r.Sessions = []runtime.SessionInfo{}
+			}
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(r.Sessions)
+		}
+		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tPOLICY\tWORKSPACE\tSTATE\tAGE\tIDLE\tEXECS\tRUNNING")
+		now := time.Now()
+		for _, s := range r.Sessions {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", s.ID, s.Policy, s.Workspace, s.State,
+				now.Sub(s.Created).Round(time.Second), now.Sub(s.LastUsed).Round(time.Second), s.Execs, s.Running)
+		}
+		return tw.Flush()
+	},
+}
+
+var sessionRemoveCommand = &cli.Command{
+	Name:      "rm",
+	Aliases:   []string{"remove"},
+	Usage:     "stop sessions and remove their state; workspaces are never touched",
+	ArgsUsage: "ID...",
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "kill commands still running"},
+	},
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 1, -1, "one or more session ids"); err != nil {
+			return err
+		}
+		ids, err := positional(cliContext)
+		if err != nil {
+			return err
+		}
+		c := client(cliContext)
+		failed := 0
+		for _, id := range ids {
+			if _, err := c.Call(runtime.Request{Op: "remove", ID: id, Force: cliContext.Bool("force")}); err != nil {
+				fmt.Fprintf(os.Stderr, "warden: %v\n", err)
+				failed++
+			}
+		}
+		if failed > 0 {
+			return &exitError{code: exitWarden}
+		}
+		return nil
+	},
+}

@@ -1,0 +1,77 @@
+package runtime
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// AuditRecord is one line of the audit log: a command that ran (or did
+// not start), or a session event.
+type AuditRecord struct {
+	Time       time.Time `json:"time"`
+	Event      string    `json:"event"` // exec, session.create, session.remove, session.expire, session.reap
+	Session    string    `json:"session"`
+	Policy     string    `json:"policy,omitempty"`
+	PolicyHash string    `json:"policyHash,omitempty"`
+	Argv       []string  `json:"argv,omitempty"`
+	Cwd        string    `json:"cwd,omitempty"`
+	Exit       *int      `json:"exit,omitempty"`
+	Signal     int       `json:"signal,omitempty"`
+	OOM        bool      `json:"oom,omitempty"`
+	TimedOut   bool      `json:"timedOut,omitempty"`
+	DurationMs float64   `json:"durationMs,omitempty"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// auditLog appends JSON lines to a file, one write per record so lines
+// from concurrent commands never interleave.
+type auditLog struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func openAudit(path string) (*auditLog, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &auditLog{f: f}, nil
+}
+
+func (a *auditLog) write(r AuditRecord) {
+	if a == nil {
+		return
+	}
+	r.Time = r.Time.UTC()
+	if r.Time.IsZero() {
+		r.Time = time.Now().UTC()
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	a.f.Write(append(data, '\n'))
+	a.mu.Unlock()
+}
+
+func (a *auditLog) close() {
+	if a != nil {
+		a.f.Close()
+	}
+}
+
+// AuditPath is the audit log for a state root: /var/log/warden/audit.log
+// for the default root, else audit.log inside the root.
+func AuditPath(root string) string {
+	if filepath.Clean(root) == DefaultRoot {
+		return "/var/log/warden/audit.log"
+	}
+	return filepath.Join(root, "audit.log")
+}

@@ -1,0 +1,401 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/policies"
+)
+
+// SocketPath is the daemon's socket under a state root.
+func SocketPath(root string) string { return filepath.Join(root, "warden.sock") }
+
+// Daemon owns the sessions of one state root: it serves the CLI on a 0600
+// socket, expires idle sessions and writes the audit log.
+type Daemon struct {
+	rt    *Runtime
+	audit *auditLog
+	ln    *net.UnixListener
+	lock  *os.File
+
+	mu       sync.Mutex
+	sessions map[string]*daemonSession
+}
+
+type daemonSession struct {
+	*Session
+	running int // commands in flight
+}
+
+// ErrDaemonRunning is returned when another daemon holds the root.
+var ErrDaemonRunning = errors.New("a warden daemon already serves this root")
+
+// NewDaemon takes the root's lock, re-adopts the sessions a previous
+// daemon left running (reaping those whose sandbox died) and listens.
+func NewDaemon(rt *Runtime, auditPath string) (*Daemon, error) {
+	lock, err := os.OpenFile(filepath.Join(rt.Root, "daemon.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, ErrDaemonRunning
+	}
+	audit, err := openAudit(auditPath)
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	d := &Daemon{rt: rt, audit: audit, lock: lock, sessions: map[string]*daemonSession{}}
+	d.adopt()
+	sock := SocketPath(rt.Root)
+	os.Remove(sock) // a dead daemon's socket; we hold the lock
+	old := unix.Umask(0o177)
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	unix.Umask(old)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("daemon socket: %w", err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		d.Close()
+		return nil, err
+	}
+	d.ln = ln
+	return d, nil
+}
+
+// adopt picks up sessions from the state root: running ones are served
+// again, the rest are reaped so nothing is left behind.
+func (d *Daemon) adopt() {
+	for _, id := range d.rt.IDs() {
+		s, err := d.rt.Load(id)
+		if err != nil {
+			logrus.Warnf("reaping session %s: %v", id, err)
+			d.rt.destroy(id)
+			d.audit.write(AuditRecord{Event: "session.reap", Session: id, Error: err.Error()})
+			continue
+		}
+		d.sessions[id] = &daemonSession{Session: s}
+		logrus.Infof("re-adopted session %s", id)
+	}
+}
+
+// Serve answers requests until ctx is done.
+func (d *Daemon) Serve(ctx context.Context) error {
+	go d.expireLoop(ctx)
+	go func() {
+		<-ctx.Done()
+		d.ln.Close()
+	}()
+	for {
+		conn, err := d.ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			continue
+		}
+		growBuffers(conn)
+		go d.handle(ctx, conn)
+	}
+}
+
+// Close releases the socket and lock; sessions keep running for the next
+// daemon to adopt.
+func (d *Daemon) Close() {
+	if d.ln != nil {
+		d.ln.Close()
+	}
+	d.audit.close()
+	d.lock.Close()
+}
+
+// expireLoop closes sessions idle past their policy's limits.idle.
+func (d *Daemon) expireLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		d.mu.Lock()
+		var expired []*daemonSession
+		for id, s := range d.sessions {
+			s.mu.Lock()
+			idle := now.Sub(s.lastUsed)
+			s.mu.Unlock()
+			if s.running == 0 && idle > s.Limits.Idle {
+				expired = append(expired, s)
+				delete(d.sessions, id)
+			}
+		}
+		d.mu.Unlock()
+		for _, s := range expired {
+			err := s.Close()
+			rec := AuditRecord{Event: "session.expire", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash}
+			if err != nil {
+				rec.Error = err.Error()
+			}
+			d.audit.write(rec)
+		}
+	}
+}
+
+// Request is one call to the daemon.
+type Request struct {
+	Op     string         `json:"op"` // ping, create, exec, list, remove, gc
+	ID     string         `json:"id,omitempty"`
+	Create *CreateRequest `json:"create,omitempty"`
+	Exec   *ExecRequest   `json:"exec,omitempty"`
+	Force  bool           `json:"force,omitempty"`
+}
+
+// CreateRequest carries what a new session needs. With exec, it makes the
+// session when absent.
+type CreateRequest struct {
+	PolicyTOML string        `json:"policyToml"`
+	Vars       policies.Vars `json:"vars"`
+}
+
+// ExecRequest is a command to run; stdin, stdout and stderr come with the
+// request unless Tty is set.
+type ExecRequest struct {
+	Argv    []string      `json:"argv"`
+	Env     []string      `json:"env,omitempty"`
+	Cwd     string        `json:"cwd,omitempty"`
+	Timeout time.Duration `json:"timeout,omitempty"`
+	Tty     bool          `json:"tty,omitempty"`
+	Rows    uint16        `json:"rows,omitempty"`
+	Cols    uint16        `json:"cols,omitempty"`
+}
+
+// Reply answers a Request. Exec gets a Started reply (with the terminal's
+// master side when Tty) and then one with Result.
+type Reply struct {
+	Error    string        `json:"error,omitempty"`
+	Started  bool          `json:"started,omitempty"`
+	Result   *ExecResult   `json:"result,omitempty"`
+	Sessions []SessionInfo `json:"sessions,omitempty"`
+	Removed  []string      `json:"removed,omitempty"`
+}
+
+// SessionInfo describes a session for `session ls`.
+type SessionInfo struct {
+	ID        string    `json:"id"`
+	Policy    string    `json:"policy"`
+	Workspace string    `json:"workspace"`
+	State     string    `json:"state"`
+	Created   time.Time `json:"created"`
+	LastUsed  time.Time `json:"lastUsed"`
+	Execs     int       `json:"execs"`
+	Running   int       `json:"running"`
+}
+
+// Control is what a client sends while its command runs.
+type Control struct {
+	Signal int `json:"signal"`
+}
+
+func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
+	defer conn.Close()
+	var req Request
+	files, err := receive(conn, &req)
+	if err != nil {
+		send(conn, Reply{Error: "bad request: " + err.Error()})
+		return
+	}
+	defer closeAll(files)
+	var reply Reply
+	switch req.Op {
+	case "ping":
+	case "create":
+		_, err = d.create(req.ID, req.Create, false)
+	case "exec":
+		d.exec(ctx, conn, &req, files)
+		return
+	case "list":
+		reply.Sessions = d.list()
+	case "remove":
+		err = d.remove(req.ID, req.Force)
+	case "gc":
+		reply.Removed, err = d.gc()
+	default:
+		err = fmt.Errorf("unknown operation %q", req.Op)
+	}
+	if err != nil {
+		reply.Error = err.Error()
+	}
+	send(conn, reply)
+}
+
+// create makes a session (or, with existingOK, returns the one there).
+func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSession, error) {
+	if err := CheckID(id); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s, ok := d.sessions[id]; ok {
+		if existingOK {
+			return s, nil
+		}
+		return nil, fmt.Errorf("%w: %s; pick another id or remove it with `warden session rm %s`", ErrSessionExists, id, id)
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w: %s; create it with `warden session create --id %s --policy FILE`, or pass --policy to exec", ErrNoSession, id, id)
+	}
+	p, err := policies.Parse(id+" policy", []byte(c.PolicyTOML))
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.rt.Create(SessionConfig{ID: id, Policy: p, Vars: c.Vars})
+	if err != nil {
+		return nil, err
+	}
+	ds := &daemonSession{Session: s}
+	d.sessions[id] = ds
+	d.audit.write(AuditRecord{Event: "session.create", Session: id, Policy: s.PolicyName, PolicyHash: s.PolicyHash})
+	return ds, nil
+}
+
+func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, files []*os.File) {
+	fail := func(err error) { send(conn, Reply{Error: err.Error()}) }
+	e := req.Exec
+	if e == nil || len(e.Argv) == 0 {
+		fail(errors.New("no command given"))
+		return
+	}
+	if !e.Tty && len(files) != 3 {
+		fail(fmt.Errorf("want stdin, stdout and stderr descriptors, got %d", len(files)))
+		return
+	}
+	s, err := d.create(req.ID, req.Create, true)
+	if err != nil {
+		fail(err)
+		return
+	}
+	d.mu.Lock()
+	s.running++
+	s.execs++
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		s.running--
+		d.mu.Unlock()
+	}()
+	// The client going away (or a signal it forwards) reaches the command.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	signals := make(chan unix.Signal, 4)
+	go func() {
+		for {
+			var c Control
+			fs, err := receive(conn, &c)
+			closeAll(fs)
+			if err != nil {
+				cancel()
+				return
+			}
+			if c.Signal > 0 && c.Signal < 65 {
+				select {
+				case signals <- unix.Signal(c.Signal):
+				default:
+				}
+			}
+		}
+	}()
+	o := ExecOptions{Argv: e.Argv, Env: e.Env, Cwd: e.Cwd, Timeout: e.Timeout, Tty: e.Tty, Rows: e.Rows, Cols: e.Cols, Signals: signals}
+	if e.Tty {
+		o.OnTerminal = func(master *os.File) {
+			send(conn, Reply{Started: true}, int(master.Fd()))
+			master.Close()
+		}
+	} else {
+		o.Stdin, o.Stdout, o.Stderr = files[0], files[1], files[2]
+	}
+	res, err := s.Exec(cctx, o)
+	rec := AuditRecord{Event: "exec", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+		Argv: e.Argv, Cwd: s.cwd(e.Cwd), DurationMs: float64(res.Duration.Microseconds()) / 1000}
+	if err != nil {
+		rec.Error = err.Error()
+		d.audit.write(rec)
+		fail(err)
+		return
+	}
+	code := res.ExitCode
+	rec.Exit, rec.Signal, rec.OOM, rec.TimedOut, rec.Error = &code, res.Signal, res.OOM, res.TimedOut, res.Error
+	d.audit.write(rec)
+	send(conn, Reply{Result: &res})
+}
+
+func (d *Daemon) list() []SessionInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []SessionInfo
+	for _, s := range d.sessions {
+		s.mu.Lock()
+		last := s.lastUsed
+		s.mu.Unlock()
+		state := "running"
+		if st, err := s.container.Status(); err != nil || st.String() != "running" {
+			state = "stopped"
+		}
+		out = append(out, SessionInfo{ID: s.ID, Policy: s.PolicyName, Workspace: s.Vars.WorkDir, State: state,
+			Created: s.Created, LastUsed: last.UTC(), Execs: s.execs, Running: s.running})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (d *Daemon) remove(id string, force bool) error {
+	if err := CheckID(id); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	s, ok := d.sessions[id]
+	if ok && s.running > 0 && !force {
+		d.mu.Unlock()
+		return fmt.Errorf("session %s has %d command(s) running; wait, or use --force to kill them", id, s.running)
+	}
+	delete(d.sessions, id)
+	d.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNoSession, id)
+	}
+	err := s.Close()
+	rec := AuditRecord{Event: "session.remove", Session: id, Policy: s.PolicyName, PolicyHash: s.PolicyHash}
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	d.audit.write(rec)
+	return err
+}
+
+// gc removes what no live session owns.
+func (d *Daemon) gc() ([]string, error) {
+	d.mu.Lock()
+	live := map[string]bool{}
+	for id := range d.sessions {
+		live[id] = true
+	}
+	d.mu.Unlock()
+	return d.rt.GC(live)
+}

@@ -1,0 +1,127 @@
+package runtime
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"golang.org/x/sys/unix"
+)
+
+// GC removes everything under the state root, and every warden cgroup,
+// that no live session owns: sessions whose daemon lost them, containers,
+// cgroups (killing what is still in them) and mounts. It says what it
+// removed. Granted folders, workspaces above all, are never touched.
+func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
+	var removed []string
+	var errs []error
+	for _, id := range rt.IDs() {
+		if live[id] {
+			continue
+		}
+		if err := rt.destroy(id); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: %w", id, err))
+			continue
+		}
+		removed = append(removed, "session "+id)
+	}
+	entries, _ := os.ReadDir(rt.containersDir())
+	for _, e := range entries {
+		id := e.Name()
+		if live[id] {
+			continue
+		}
+		if c, err := libcontainer.Load(rt.containersDir(), id); err == nil {
+			c.Signal(unix.SIGKILL)
+			if err := c.Destroy(); err != nil {
+				errs = append(errs, fmt.Errorf("container %s: %w", id, err))
+				continue
+			}
+		} else if err := os.RemoveAll(filepath.Join(rt.containersDir(), id)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, "container "+id)
+	}
+	for _, dir := range cgroupDirs() {
+		if live[filepath.Base(dir)] {
+			continue
+		}
+		if err := removeCgroup(dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, "cgroup "+dir)
+	}
+	for _, m := range mountsUnder(rt.Root) {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+			continue
+		}
+		removed = append(removed, "mount "+m)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// cgroupDirs lists the session cgroups under warden's parent, in every
+// hierarchy (cgroup v1 has one per controller).
+func cgroupDirs() []string {
+	var dirs []string
+	patterns := []string{"/sys/fs/cgroup/*" + cgroupParent + "/*", "/sys/fs/cgroup" + cgroupParent + "/*"}
+	for _, p := range patterns {
+		matches, _ := filepath.Glob(p)
+		for _, m := range matches {
+			if fi, err := os.Stat(m); err == nil && fi.IsDir() && CheckID(filepath.Base(m)) == nil {
+				dirs = append(dirs, m)
+			}
+		}
+	}
+	return dirs
+}
+
+// removeCgroup kills what is left in a cgroup and removes it.
+func removeCgroup(dir string) error {
+	for attempt := 0; attempt < 50; attempt++ {
+		data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+				unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+		err := unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("remove cgroup %s: %w", dir, err)
+		}
+		sleepBriefly()
+	}
+	return fmt.Errorf("remove cgroup %s: still busy", dir)
+}
+
+// mountsUnder lists mountpoints below dir, deepest first.
+func mountsUnder(dir string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+			out = append(out, fields[4])
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
