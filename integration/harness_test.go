@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/warden-sandbox/warden/runtime"
 )
 
 var (
@@ -20,6 +22,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The Go API benchmarks create containers from this process, and
+	// libcontainer re-executes it as their init.
+	if runtime.IsInit() {
+		runtime.Init()
+	}
 	os.Exit(setup(m))
 }
 
@@ -61,7 +68,7 @@ func setup(m *testing.M) int {
 }
 
 // tempDir is a t.TempDir the sandbox's unprivileged host user can traverse.
-func tempDir(t *testing.T) string {
+func tempDir(t testing.TB) string {
 	t.Helper()
 	d := t.TempDir()
 	for p := d; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {

@@ -58,9 +58,12 @@ func RunAgent(cfg AgentConfig) error {
 	}
 	sigchld := make(chan os.Signal, 1)
 	signal.Notify(sigchld, unix.SIGCHLD)
-	// SIGTERM and SIGINT are ignored unless handled: PID 1 of a namespace
-	// only dies of what it chooses to; the host stops it with SIGKILL.
-	signal.Ignore(unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGPIPE)
+	// PID 1 of a namespace only dies of what it chooses to; the host stops
+	// it with SIGKILL. These are caught and dropped, not ignored: an ignored
+	// signal stays ignored in every command the agent starts (a command
+	// could then not be stopped with SIGTERM or SIGINT, and would not die of
+	// SIGPIPE), while a caught one is reset to its default by execve.
+	signal.Notify(make(chan os.Signal, 1), unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGPIPE)
 	go a.reap(sigchld)
 	if err := restrictLandlock(cfg); err != nil {
 		return fmt.Errorf("landlock: %w", err)
@@ -115,14 +118,11 @@ func (a *agent) serve(conn *net.UnixConn) {
 		return
 	}
 	defer closeAll(files)
-	pid, master, ev := a.start(&req, files)
+	pid, master, done, ev := a.start(&req, files)
 	if pid == 0 {
 		send(conn, ev)
 		return
 	}
-	a.mu.Lock()
-	done := a.waiters[pid]
-	a.mu.Unlock()
 	var fds []int
 	if master != nil {
 		fds = append(fds, int(master.Fd()))
@@ -165,14 +165,16 @@ func (a *agent) control(conn *net.UnixConn, pid int) {
 
 // start forks and execs one command in a session of its own (so its whole
 // process group can be signalled), wired to the caller's descriptors or to
-// a new terminal.
-func (a *agent) start(req *execRequest, files []*os.File) (int, *os.File, execEvent) {
+// a new terminal. The status arrives on the returned channel, which is
+// registered with the fork: a command that ends at once is reaped (and its
+// waiter removed) before start's caller could look it up.
+func (a *agent) start(req *execRequest, files []*os.File) (int, *os.File, <-chan unix.WaitStatus, execEvent) {
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
-		return 0, nil, execEvent{Error: "no command given", Code: 125}
+		return 0, nil, nil, execEvent{Error: "no command given", Code: 125}
 	}
 	path, ev := a.lookup(req.Argv[0], req.Env)
 	if path == "" {
-		return 0, nil, ev
+		return 0, nil, nil, ev
 	}
 	cwd := req.Cwd
 	if cwd == "" {
@@ -183,7 +185,7 @@ func (a *agent) start(req *execRequest, files []*os.File) (int, *os.File, execEv
 	if req.Tty {
 		m, slave, err := openPty(req.Rows, req.Cols)
 		if err != nil {
-			return 0, nil, execEvent{Error: "terminal: " + err.Error(), Code: 125}
+			return 0, nil, nil, execEvent{Error: "terminal: " + err.Error(), Code: 125}
 		}
 		defer slave.Close()
 		master = m
@@ -192,23 +194,24 @@ func (a *agent) start(req *execRequest, files []*os.File) (int, *os.File, execEv
 		attr.Sys.Ctty = 0
 	} else {
 		if len(files) != 3 {
-			return 0, nil, execEvent{Error: fmt.Sprintf("want stdin, stdout and stderr, got %d descriptors", len(files)), Code: 125}
+			return 0, nil, nil, execEvent{Error: fmt.Sprintf("want stdin, stdout and stderr, got %d descriptors", len(files)), Code: 125}
 		}
 		attr.Files = []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()}
 	}
+	done := make(chan unix.WaitStatus, 1)
 	a.mu.Lock()
 	pid, err := syscall.ForkExec(path, req.Argv, attr)
 	if err == nil {
-		a.waiters[pid] = make(chan unix.WaitStatus, 1)
+		a.waiters[pid] = done
 	}
 	a.mu.Unlock()
 	if err != nil {
 		if master != nil {
 			master.Close()
 		}
-		return 0, nil, execError(req.Argv[0], err)
+		return 0, nil, nil, execError(req.Argv[0], err)
 	}
-	return pid, master, execEvent{}
+	return pid, master, done, execEvent{}
 }
 
 func execError(name string, err error) execEvent {
@@ -244,11 +247,14 @@ func (a *agent) lookup(name string, env []string) (string, execEvent) {
 			return "", execEvent{Error: name + ": command not found", Code: 127}
 		}
 	}
-	if a.allowed != nil && !strings.HasPrefix(path, "./") && filepath.IsAbs(path) && !a.allowed[filepath.Clean(path)] {
-		if _, err := os.Stat(path); err != nil {
+	if a.allowed != nil && filepath.IsAbs(path) {
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
 			return "", execEvent{Error: name + ": command not found", Code: 127}
 		}
-		return "", execEvent{Error: name + ": not allowed by the policy's exec.allow", Code: 127}
+		if !a.allowed[real] {
+			return "", execEvent{Error: name + ": not allowed by the policy's exec.allow", Code: 127}
+		}
 	}
 	return path, execEvent{}
 }

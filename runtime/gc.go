@@ -20,6 +20,18 @@ import (
 func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 	var removed []string
 	var errs []error
+	// Cgroup names are session ids, shared by every state root on the
+	// host: only a cgroup of an id this root knows is killed; any other
+	// is removed only when empty, so gc under one root never kills
+	// another root's sessions.
+	mine := map[string]bool{}
+	for _, id := range rt.IDs() {
+		mine[id] = true
+	}
+	known, _ := os.ReadDir(rt.containersDir())
+	for _, e := range known {
+		mine[e.Name()] = true
+	}
 	for _, id := range rt.IDs() {
 		if live[id] {
 			continue
@@ -37,8 +49,7 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 			continue
 		}
 		if c, err := libcontainer.Load(rt.containersDir(), id); err == nil {
-			c.Signal(unix.SIGKILL)
-			if err := c.Destroy(); err != nil {
+			if err := killAndDestroy(c); err != nil {
 				errs = append(errs, fmt.Errorf("container %s: %w", id, err))
 				continue
 			}
@@ -50,6 +61,12 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 	}
 	for _, dir := range cgroupDirs() {
 		if live[filepath.Base(dir)] {
+			continue
+		}
+		if !mine[filepath.Base(dir)] {
+			if unix.Rmdir(dir) == nil {
+				removed = append(removed, "cgroup "+dir)
+			}
 			continue
 		}
 		if err := removeCgroup(dir); err != nil {

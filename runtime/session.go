@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
+	libseccomp "github.com/opencontainers/runc/libcontainer/seccomp"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -44,6 +45,9 @@ type Runtime struct {
 func New(root, binary string) (*Runtime, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("state root %q must be an absolute path", root)
+	}
+	if !libseccomp.Enabled {
+		return nil, errors.New("this warden binary was built without seccomp support and would fail every sandbox; build it with `make build` (go build -tags seccomp)")
 	}
 	for _, d := range []string{root, filepath.Join(root, "containers"), filepath.Join(root, "sessions")} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
@@ -339,8 +343,7 @@ func (s *Session) Close() error {
 func (rt *Runtime) destroy(id string) error {
 	var errs []error
 	if c, err := libcontainer.Load(rt.containersDir(), id); err == nil {
-		c.Signal(unix.SIGKILL)
-		if err := c.Destroy(); err != nil {
+		if err := killAndDestroy(c); err != nil {
 			errs = append(errs, fmt.Errorf("destroy container: %w", err))
 		}
 	}
@@ -349,6 +352,20 @@ func (rt *Runtime) destroy(id string) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// killAndDestroy kills a container's processes and removes it. Destroy
+// refuses a container whose init has not died yet, so it waits for that
+// first, the way `runc delete --force` does.
+func killAndDestroy(c *libcontainer.Container) error {
+	c.Signal(unix.SIGKILL)
+	for i := 0; i < 500; i++ {
+		if st, err := c.Status(); err != nil || st == libcontainer.Stopped {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return c.Destroy()
 }
 
 // removeSessionDir deletes a session folder without crossing into any

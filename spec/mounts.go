@@ -2,8 +2,11 @@ package spec
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -165,48 +168,116 @@ func (g *generator) scratch() error {
 	return nil
 }
 
-// grants turns the policy's fs rules into binds and masks, parents first, so
-// the most specific rule is mounted last and wins.
+// placed is one fs rule with the host file it stands for and where the
+// sandbox sees it.
+type placed struct {
+	rule   policies.Rule
+	inside string
+	// source is the host file to bind, every symlink resolved, and host the
+	// same path as the host sees it (without Host.Root); both are "" when
+	// the file does not exist.
+	source, host string
+	dir          bool
+	link         bool // the rule's own path is a symlink on the host
+}
+
+// grants turns the policy's fs rules into binds and masks, parents first by
+// their place in the sandbox (not by how the rules are written: "$HOME/.ssh"
+// and "/home/u" may be one folder), so the most specific rule is mounted
+// last and wins. Then every denied file is masked wherever another grant
+// shows it too.
 func (g *generator) grants() error {
-	p := g.o.Policy
-	for _, rule := range p.Rules() {
-		host, inside, err := g.place(rule.Path)
+	var rules []placed
+	for _, rule := range g.o.Policy.Rules() {
+		r, err := g.place(rule)
 		if err != nil {
 			return err
 		}
-		if err := checkDestination(rule.Path, inside); err != nil {
+		if err := checkDestination(rule.Path, r.inside); err != nil {
 			return err
 		}
-		switch rule.Access {
+		if err := checkSource(r); err != nil {
+			return err
+		}
+		rules = append(rules, r)
+	}
+	// On one place the safest rule is mounted last: read over write, a mask
+	// over both.
+	sort.SliceStable(rules, func(i, j int) bool {
+		a, b := rules[i], rules[j]
+		if a.inside != b.inside {
+			return lessPath(a.inside, b.inside)
+		}
+		return accessRank(a.rule.Access) < accessRank(b.rule.Access)
+	})
+	for _, r := range rules {
+		switch r.rule.Access {
 		case policies.AccessRead:
-			if err := g.grant(rule.Path, host, inside, false); err != nil {
+			if err := g.grant(r, false); err != nil {
 				return err
 			}
 		case policies.AccessWrite:
-			if isSystem(inside) {
-				return fmt.Errorf("%w: fs.write %q: system directories are never writable; grant a path outside %s", ErrInvalid, rule.Path, strings.Join(systemTop, " "))
+			if isSystem(r.inside) {
+				return fmt.Errorf("%w: fs.write %q: system directories are never writable; grant a path outside %s", ErrInvalid, r.rule.Path, strings.Join(systemTop, " "))
 			}
-			if err := g.grant(rule.Path, host, inside, true); err != nil {
+			if err := g.grant(r, true); err != nil {
 				return err
 			}
 		default:
-			g.deny(rule.Path, host, inside)
+			g.deny(r)
 		}
+	}
+	g.maskAliases(rules)
+	return nil
+}
+
+func accessRank(a policies.Access) int {
+	switch a {
+	case policies.AccessWrite:
+		return 0
+	case policies.AccessRead:
+		return 1
+	}
+	return 2
+}
+
+// lessPath orders paths component-wise, a parent right before its children.
+func lessPath(a, b string) bool {
+	return strings.ReplaceAll(a, "/", "\x00") < strings.ReplaceAll(b, "/", "\x00")
+}
+
+// writeRefused are host folders no grant may make writable, whatever path
+// or variable leads there: the sandbox's root writes with the owner's (host
+// root's) rights through a write grant.
+var writeRefused = append([]string{"/etc", "/boot"}, systemTop...)
+
+// checkSource refuses grants whose host file, symlinks resolved, is the
+// host's root, a kernel interface, or (for writing) a system folder.
+func checkSource(r placed) error {
+	if r.source == "" || r.rule.Access == policies.AccessNone {
+		return nil
+	}
+	switch {
+	case r.host == "/":
+		return fmt.Errorf("%w: fs rule %q is the host's root; grant a narrower path", ErrInvalid, r.rule.Path)
+	case underAny(r.host, "/proc", "/sys", "/dev"):
+		return fmt.Errorf("%w: fs rule %q is %s, a host kernel interface (the sandbox has its own /proc and /dev); grant another path", ErrInvalid, r.rule.Path, r.host)
+	case r.rule.Access == policies.AccessWrite && underAny(r.host, writeRefused...):
+		return fmt.Errorf("%w: fs.write %q is %s on the host; system directories are never writable; grant a path outside %s", ErrInvalid, r.rule.Path, r.host, strings.Join(writeRefused, " "))
 	}
 	return nil
 }
 
-func (g *generator) grant(rulePath, host, inside string, write bool) error {
-	if isSystem(inside) && !write {
+func (g *generator) grant(r placed, write bool) error {
+	if isSystem(r.inside) && !write {
 		return nil // already visible read-only
 	}
-	fi, err := os.Stat(host)
-	if err != nil {
-		g.warnf("fs: %q (%s) does not exist on this host; nothing is mounted for it", rulePath, host)
+	if r.source == "" {
+		g.warnf("fs: %q does not exist on this host; nothing is mounted for it", r.rule.Path)
 		return nil
 	}
-	g.mountpoint(inside, fi.IsDir())
-	m := specs.Mount{Destination: inside, Type: "bind", Source: host, Options: roBind}
+	g.mountpoint(r.inside, r.dir)
+	m := specs.Mount{Destination: r.inside, Type: "bind", Source: r.source, Options: roBind}
 	if !g.o.Policy.Exec.All {
 		m.Options = roBindNoexec
 	}
@@ -215,7 +286,7 @@ func (g *generator) grant(rulePath, host, inside string, write bool) error {
 		// Files the sandbox's root writes belong on the host to the
 		// grant's owner: an idmapped mount maps that owner to the
 		// sandbox's root.
-		uid, gid, err := fileOwner(host)
+		uid, gid, err := fileOwner(r.source)
 		if err != nil {
 			return err
 		}
@@ -223,29 +294,57 @@ func (g *generator) grant(rulePath, host, inside string, write bool) error {
 		m.GIDMappings = []specs.LinuxIDMapping{{ContainerID: gid, HostID: g.o.Identity.GID, Size: 1}}
 	}
 	g.mount(m)
-	g.bound[inside] = true
+	g.bound[r.inside] = true
 	return nil
 }
 
 // deny masks a path that would otherwise be visible (under a system
-// directory or a grant) with an empty directory or file from the bundle.
-func (g *generator) deny(rulePath, host, inside string) {
-	if !g.underBind(inside) {
+// directory or a grant) with an empty directory or file from the bundle. A
+// denied path that is itself a symlink is left alone: inside, it points at
+// a name, and maskAliases hides the file behind it wherever it is visible.
+func (g *generator) deny(r placed) {
+	if r.source == "" || r.link || !g.underBind(r.inside) {
 		return // nothing visible there to hide
 	}
-	fi, err := os.Stat(host)
-	if err != nil {
-		return
-	}
+	g.mask(r.inside, r.dir)
+}
+
+func (g *generator) mask(inside string, dir bool) {
 	name := strconv.Itoa(len(g.masks))
 	g.masks[inside] = name
 	kind := File
-	if fi.IsDir() {
+	if dir {
 		kind = Dir
 	}
 	g.b.Masks = append(g.b.Masks, Entry{Path: name, Kind: kind})
 	g.mount(specs.Mount{Destination: inside, Type: "bind",
 		Source: filepath.Join(g.o.BundleDir, "masks", name), Options: roBindNoexec})
+}
+
+// maskAliases hides each denied host file under every bind that shows it
+// at another place: a workspace that is $HOME shows ~/.ssh at
+// /workspace/.ssh.
+func (g *generator) maskAliases(rules []placed) {
+	binds := slices.Clone(g.b.Spec.Mounts)
+	for _, r := range rules {
+		if r.rule.Access != policies.AccessNone || r.source == "" {
+			continue
+		}
+		for _, m := range binds {
+			if m.Type != "bind" || strings.HasPrefix(m.Source, filepath.Join(g.o.BundleDir, "masks")+"/") {
+				continue
+			}
+			rel, ok := under(r.source, m.Source)
+			if !ok {
+				continue
+			}
+			alias := filepath.Join(m.Destination, rel)
+			if _, done := g.masks[alias]; done {
+				continue
+			}
+			g.mask(alias, r.dir)
+		}
+	}
 }
 
 // mountpoint makes sure a grant's destination exists before runc mounts on
@@ -267,10 +366,15 @@ func (g *generator) mountpoint(inside string, dir bool) {
 	g.addRootfs(Entry{Path: inside, Kind: kind})
 }
 
-// place maps a rule's path to its host path and its path in the sandbox.
-// The workspace, skill and data folders appear at fixed places; every
-// other path appears where it is on the host.
-func (g *generator) place(rulePath string) (host, inside string, err error) {
+// place maps a rule to its host file and its path in the sandbox. The
+// workspace, skill and data folders appear at fixed places; every other
+// path appears where it is on the host. A granted path under a variable
+// must stay in that variable's folder once symlinks are resolved: the
+// folder may be the sandbox's own workspace, or a skill's download, and a
+// symlink planted there would otherwise make the host bind what it points
+// at.
+func (g *generator) place(rule policies.Rule) (placed, error) {
+	r := placed{rule: rule}
 	v := g.o.Vars
 	roots := []struct {
 		name, value, inside, flag string
@@ -280,28 +384,57 @@ func (g *generator) place(rulePath string) (host, inside string, err error) {
 		{"$DATA_DIR", v.DataDir, DataPath, "--data-dir"},
 		{"$HOME", v.Home, "", "HOME"},
 	}
-	for _, r := range roots {
-		rest, ok := strings.CutPrefix(rulePath, r.name)
+	for _, root := range roots {
+		rest, ok := strings.CutPrefix(rule.Path, root.name)
 		if !ok || (rest != "" && rest[0] != '/') {
 			continue
 		}
-		if r.value == "" {
-			return "", "", fmt.Errorf("%w: fs rule %q uses %s, which has no value here; give it with %s", ErrInvalid, rulePath, r.name, r.flag)
+		if root.value == "" {
+			return r, fmt.Errorf("%w: fs rule %q uses %s, which has no value here; give it with %s", ErrInvalid, rule.Path, root.name, root.flag)
 		}
-		if !filepath.IsAbs(r.value) {
-			return "", "", fmt.Errorf("%w: %s=%q must be an absolute path", ErrInvalid, r.name, r.value)
+		if !filepath.IsAbs(root.value) {
+			return r, fmt.Errorf("%w: %s=%q must be an absolute path", ErrInvalid, root.name, root.value)
 		}
-		host = filepath.Join(r.value, rest)
-		inside = filepath.Join(r.inside, rest)
-		if r.inside == "" {
-			inside = host
+		host := filepath.Join(root.value, rest)
+		r.inside = filepath.Join(root.inside, rest)
+		if root.inside == "" {
+			r.inside = host
 		}
-		return host, inside, nil
+		real, err := filepath.EvalSymlinks(host)
+		if err != nil {
+			return r, nil // absent: a grant warns, a deny has nothing to hide
+		}
+		realRoot, err := filepath.EvalSymlinks(root.value)
+		if err != nil {
+			return r, err
+		}
+		if _, inside := under(real, realRoot); !inside && rule.Access != policies.AccessNone {
+			return r, fmt.Errorf("%w: fs rule %q: %s leads through a symlink to %s, which leaves %s (%s); grant the target itself, or remove the link", ErrInvalid, rule.Path, host, real, root.name, realRoot)
+		}
+		return r, g.found(&r, host, real, real)
 	}
-	if !filepath.IsAbs(rulePath) {
-		return "", "", fmt.Errorf("%w: fs rule %q is neither absolute nor under a variable", ErrInvalid, rulePath)
+	if !filepath.IsAbs(rule.Path) {
+		return r, fmt.Errorf("%w: fs rule %q is neither absolute nor under a variable", ErrInvalid, rule.Path)
 	}
-	return g.o.Host.path(rulePath), filepath.Clean(rulePath), nil
+	r.inside = filepath.Clean(rule.Path)
+	real, err := g.o.Host.resolve(r.inside)
+	if err != nil {
+		return r, nil
+	}
+	return r, g.found(&r, g.o.Host.path(r.inside), g.o.Host.path(real), real)
+}
+
+// found fills in what place learnt about an existing file.
+func (g *generator) found(r *placed, host, source, hostPath string) error {
+	fi, err := os.Stat(source)
+	if err != nil {
+		return nil
+	}
+	if li, err := os.Lstat(host); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		r.link = true
+	}
+	r.source, r.host, r.dir = source, hostPath, fi.IsDir()
+	return nil
 }
 
 // checkDestination refuses grants that would replace the sandbox's own

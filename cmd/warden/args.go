@@ -18,9 +18,15 @@ func specVersion() string { return specs.Version }
 func checkArgs(cliContext *cli.Context, min, max int, usage string) error {
 	n := cliContext.NArg()
 	if n < min || (max >= 0 && n > max) {
-		return fmt.Errorf("%s: expected %s; see 'warden %s --help'", cliContext.Command.FullName(), usage, cliContext.Command.FullName())
+		return fmt.Errorf("%s: expected %s; see 'warden %s --help'", commandName(cliContext), usage, commandName(cliContext))
 	}
 	return nil
+}
+
+// commandName is a command's full name without the program's ("policy
+// check"); the CLI library's FullName drops the parent commands.
+func commandName(cliContext *cli.Context) string {
+	return strings.TrimPrefix(cliContext.Command.HelpName, cliContext.App.Name+" ")
 }
 
 // sandboxFlags name the policy and the folders its variables stand for.
@@ -117,7 +123,7 @@ func positional(cliContext *cli.Context) ([]string, error) {
 			value = rest[i]
 		}
 		if err := cliContext.Set(name, value); err != nil {
-			return nil, fmt.Errorf("flag %s: %w; see 'warden %s --help'", a, err, cliContext.Command.FullName())
+			return nil, fmt.Errorf("flag %s: %w; see 'warden %s --help'", a, err, commandName(cliContext))
 		}
 	}
 	return args, nil

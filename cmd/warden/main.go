@@ -46,7 +46,7 @@ func newApp() *cli.App {
 	cli.VersionPrinter = func(cliContext *cli.Context) {
 		fmt.Fprintf(cliContext.App.Writer, "warden version %s\ncommit: %s\nspec: %s\n", version, commit, specVersion())
 	}
-	return &cli.App{
+	app := &cli.App{
 		Name:                 "warden",
 		Usage:                "run AI-agent skills in sandboxes built from their policies",
 		Version:              version,
@@ -86,6 +86,75 @@ func newApp() *cli.App {
 			os.Exit(exitWarden)
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides
+	}
+	oneLineUsageErrors(app.Commands)
+	return app
+}
+
+// oneLineUsageErrors makes every command report a usage error as one line
+// on stderr (exit 125) instead of printing its help to stdout: a bad flag
+// through OnUsageError, a missing required flag through Before, because the
+// CLI library prints a command's help before any hook of it runs when it
+// checks required flags itself.
+func oneLineUsageErrors(cmds []*cli.Command) {
+	required := map[*cli.Command][]string{}
+	var walk func([]*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			for _, f := range c.Flags {
+				if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() {
+					required[c] = append(required[c], f.Names()[0])
+				}
+			}
+			walk(c.Subcommands)
+		}
+	}
+	walk(cmds)
+	var set func([]*cli.Command)
+	set = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			c.OnUsageError = func(cliContext *cli.Context, err error, _ bool) error {
+				return fmt.Errorf("%w; see 'warden %s --help'", err, commandName(cliContext))
+			}
+			for _, f := range c.Flags {
+				notRequired(f)
+			}
+			if names := required[c]; len(names) > 0 {
+				before := c.Before
+				c.Before = func(cliContext *cli.Context) error {
+					for _, name := range names {
+						if !cliContext.IsSet(name) {
+							return fmt.Errorf("--%s is required; see 'warden %s --help'", name, commandName(cliContext))
+						}
+					}
+					if before != nil {
+						return before(cliContext)
+					}
+					return nil
+				}
+			}
+			set(c.Subcommands)
+		}
+	}
+	set(cmds)
+}
+
+// notRequired clears the Required field of the flag types warden uses; the
+// check moves to the command's Before (see oneLineUsageErrors).
+func notRequired(f cli.Flag) {
+	switch f := f.(type) {
+	case *cli.StringFlag:
+		f.Required = false
+	case *cli.StringSliceFlag:
+		f.Required = false
+	case *cli.BoolFlag:
+		f.Required = false
+	case *cli.IntFlag:
+		f.Required = false
+	case *cli.UintFlag:
+		f.Required = false
+	case *cli.DurationFlag:
+		f.Required = false
 	}
 }
 

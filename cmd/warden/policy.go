@@ -85,10 +85,14 @@ var policyImportCommand = &cli.Command{
 		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the policy to `FILE` (never overwritten) instead of stdout"},
 	},
 	Action: func(cliContext *cli.Context) error {
-		if err := checkArgs(cliContext, 1, 1, "one SKILL.md file"); err != nil {
+		args, err := positional(cliContext)
+		if err != nil {
 			return err
 		}
-		p, err := policies.ImportSkill(cliContext.Args().First())
+		if len(args) != 1 {
+			return fmt.Errorf("%s: expected one SKILL.md file; see 'warden %s --help'", commandName(cliContext), commandName(cliContext))
+		}
+		p, err := policies.ImportSkill(args[0])
 		if err != nil {
 			return err
 		}

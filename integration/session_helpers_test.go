@@ -1,0 +1,309 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// wardenRoot is one private state root with its own daemon. Its cleanup
+// removes every session, stops the daemon and checks nothing is left: no
+// process, cgroup, mount or state of the root's sessions.
+type wardenRoot struct {
+	t    *testing.T
+	root string
+	ids  []string // every session id the test used
+}
+
+func newRoot(t *testing.T) *wardenRoot {
+	t.Helper()
+	r := &wardenRoot{t: t, root: filepath.Join(tempDir(t), "root")}
+	t.Cleanup(r.teardown)
+	return r
+}
+
+// id makes a session id unique on the host (cgroups are named by id) and
+// remembers it for the leak checks.
+func (r *wardenRoot) id(name string) string {
+	id := name + "-" + randomHex(4)
+	r.ids = append(r.ids, id)
+	return id
+}
+
+// warden runs the CLI against this root with a minimal environment.
+func (r *wardenRoot) warden(args ...string) sandboxResult {
+	r.t.Helper()
+	return r.wardenEnv(nil, args...)
+}
+
+// cliTimeout bounds every CLI call, so a hang fails the test instead of
+// the whole run.
+const cliTimeout = 60 * time.Second
+
+// wardenEnv runs the CLI against this root with an exact environment.
+func (r *wardenRoot) wardenEnv(env []string, args ...string) sandboxResult {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, wardenBinary, append([]string{"--root", r.root}, args...)...)
+	cmd.Env = env
+	if env == nil {
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root"}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		r.t.Fatalf("warden %s: no answer within %s (stdout %q, stderr %q)", strings.Join(args, " "), cliTimeout, stdout.String(), stderr.String())
+	}
+	res := sandboxResult{Stdout: stdout.String(), Stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		res.Exit = ee.ExitCode()
+	case err != nil:
+		r.t.Fatalf("warden %s: %v", strings.Join(args, " "), err)
+	}
+	return res
+}
+
+// command prepares a CLI call against this root for tests that need
+// stdin, pipes or a background process.
+func (r *wardenRoot) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(wardenBinary, append([]string{"--root", r.root}, args...)...)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root"}
+	return cmd
+}
+
+// policy writes a policy into a fresh skill folder and returns its path.
+func (r *wardenRoot) policy(text string) string {
+	r.t.Helper()
+	dir := tempDir(r.t)
+	p := filepath.Join(dir, "policy.toml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	return p
+}
+
+// create starts a session and fails the test if it cannot.
+func (r *wardenRoot) create(name, policyFile, workspace string) string {
+	r.t.Helper()
+	id := r.id(name)
+	res := r.warden("session", "create", "--policy", policyFile, "--workspace", workspace, "--id", id)
+	if res.Exit != 0 || strings.TrimSpace(res.Stdout) != id {
+		r.t.Fatalf("session create %s: exit %d, stdout %q, stderr %q", id, res.Exit, res.Stdout, res.Stderr)
+	}
+	return id
+}
+
+// exec runs argv in a session; flags go before the `--`.
+func (r *wardenRoot) exec(id string, flags []string, argv ...string) sandboxResult {
+	r.t.Helper()
+	args := append([]string{"exec", "--session", id}, flags...)
+	args = append(append(args, "--"), argv...)
+	return r.warden(args...)
+}
+
+// sh runs a shell script in a session and fails the test unless it exits 0.
+func (r *wardenRoot) sh(id, script string) string {
+	r.t.Helper()
+	res := r.exec(id, nil, "sh", "-c", script)
+	if res.Exit != 0 {
+		r.t.Fatalf("exec %q: exit %d\nstdout:\n%s\nstderr:\n%s", script, res.Exit, res.Stdout, res.Stderr)
+	}
+	return res.Stdout
+}
+
+// expectAlive checks a session still runs commands.
+func (r *wardenRoot) expectAlive(id string) {
+	r.t.Helper()
+	if res := r.exec(id, nil, "cat", "/dev/null"); res.Exit != 0 {
+		r.t.Fatalf("session %s no longer works: exit %d, stderr %q", id, res.Exit, res.Stderr)
+	}
+}
+
+type sessionInfo struct {
+	ID        string `json:"id"`
+	Policy    string `json:"policy"`
+	Workspace string `json:"workspace"`
+	State     string `json:"state"`
+}
+
+func (r *wardenRoot) list() []sessionInfo {
+	r.t.Helper()
+	res := r.warden("session", "ls", "--format", "json")
+	if res.Exit != 0 {
+		r.t.Fatalf("session ls: exit %d: %s", res.Exit, res.Stderr)
+	}
+	var out []sessionInfo
+	if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
+		r.t.Fatalf("session ls --format json: %v\n%s", err, res.Stdout)
+	}
+	return out
+}
+
+// processes finds the daemon of this root and any other process whose
+// command line names the root.
+func (r *wardenRoot) processes() []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		for _, arg := range bytes.Split(cmdline, []byte{0}) {
+			if string(arg) == r.root || strings.HasPrefix(string(arg), r.root+"/") {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
+// killDaemon stops the daemon with sig and waits until it is gone.
+func (r *wardenRoot) killDaemon(sig syscall.Signal) {
+	r.t.Helper()
+	for _, pid := range r.processes() {
+		syscall.Kill(pid, sig)
+	}
+	r.waitGone(r.processes, "the daemon of "+r.root)
+}
+
+func (r *wardenRoot) waitGone(pids func() []int, what string) {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(pids()) > 0 {
+		if time.Now().After(deadline) {
+			r.t.Errorf("%s still running: pids %v", what, pids())
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (r *wardenRoot) teardown() {
+	if _, err := os.Stat(r.root); err == nil {
+		ids := map[string]bool{}
+		for _, id := range r.ids {
+			ids[id] = true
+		}
+		if res := r.warden("session", "ls", "--format", "json"); res.Exit == 0 {
+			var live []sessionInfo
+			json.Unmarshal([]byte(res.Stdout), &live)
+			for _, s := range live {
+				ids[s.ID] = true
+			}
+		}
+		for id := range ids {
+			r.warden("session", "rm", "--force", id)
+		}
+		for _, pid := range r.processes() {
+			syscall.Kill(pid, syscall.SIGTERM)
+		}
+		r.waitGone(r.processes, "the daemon of "+r.root)
+	}
+	r.assertClean(true)
+}
+
+// assertClean checks nothing of the root's sessions is left on the host;
+// with stopped, not even its daemon.
+func (r *wardenRoot) assertClean(stopped bool) {
+	t := r.t
+	t.Helper()
+	if pids := r.processes(); stopped && len(pids) > 0 {
+		t.Errorf("processes naming %s are left: %v", r.root, pids)
+	}
+	for _, id := range r.ids {
+		if pids := cgroupProcesses(id); len(pids) > 0 {
+			t.Errorf("session %s: processes left in its cgroup: %v", id, pids)
+		}
+		if dirs, _ := filepath.Glob("/sys/fs/cgroup/*/warden/" + id); len(dirs) > 0 {
+			t.Errorf("session %s: cgroups left: %v", id, dirs)
+		}
+		for _, d := range []string{"sessions", "containers"} {
+			if _, err := os.Lstat(filepath.Join(r.root, d, id)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("session %s: %s/%s left under the root", id, d, id)
+			}
+		}
+	}
+	if m := mountsBelow(r.root); len(m) > 0 {
+		t.Errorf("mounts left under %s: %v", r.root, m)
+	}
+}
+
+// cgroupProcesses lists the host processes in a session's cgroup.
+func cgroupProcesses(id string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasSuffix(line, ":/warden/"+id) {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
+func mountsBelow(dir string) []string {
+	data, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// workspace makes a workspace folder owned by an ordinary user.
+func workspace(t *testing.T, owner int) string {
+	t.Helper()
+	ws := tempDir(t)
+	if err := os.Chown(ws, owner, owner); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// countingWriter counts bytes and checks they are all zero.
+type countingWriter struct {
+	n       int64
+	nonZero bool
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	if !w.nonZero && len(bytes.Trim(p, "\x00")) > 0 {
+		w.nonZero = true
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = (*countingWriter)(nil)

@@ -1,0 +1,149 @@
+package spec
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/warden-sandbox/warden/policies"
+)
+
+// These tests attack the generator: a policy or a folder on the host that
+// would make the sandbox see or write more than the policy says.
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGrantThroughSymlinkRefused: a grant under a variable is a path the
+// sandbox (or a skill's author) may control. A symlink there that leaves the
+// variable's folder would make the host bind whatever it points at.
+func TestGrantThroughSymlinkRefused(t *testing.T) {
+	host := fakeHost(t)
+	vars, base := testVars(t)
+	outside := filepath.Join(base, "outside")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	symlink(t, outside, filepath.Join(vars.SkillDir, "data"))           // absolute target
+	symlink(t, "../outside", filepath.Join(vars.WorkDir, "cache"))      // relative target
+	symlink(t, "/etc", filepath.Join(vars.DataDir, "conf"))             // into a system directory
+	symlink(t, "scripts", filepath.Join(vars.SkillDir, "scripts-link")) // stays inside: fine
+	cases := []struct{ name, policy, want string }{
+		{"read via absolute link", `read = ["$SKILL_DIR/data"]`, "leaves $SKILL_DIR"},
+		{"write via relative link", `write = ["$WORK_DIR/cache"]`, "leaves $WORK_DIR"},
+		{"write via link to /etc", `write = ["$DATA_DIR/conf"]`, "leaves $DATA_DIR"},
+		{"component is a link", `read = ["$SKILL_DIR/data/x"]`, "leaves $SKILL_DIR"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.name == "component is a link" {
+				os.WriteFile(filepath.Join(outside, "x"), nil, 0o644)
+			}
+			_, err := Generate(Options{Policy: mustParse(t, "name = \"t\"\n[fs]\n"+c.policy+"\n"), Vars: vars, Host: host, BundleDir: "/bundle"})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+	t.Run("link inside its folder", func(t *testing.T) {
+		b, err := Generate(Options{Policy: mustParse(t, "name = \"t\"\n[fs]\nread = [\"$SKILL_DIR/scripts-link\"]\n"), Vars: vars, Host: host, BundleDir: "/bundle"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := findMount(b.Spec, SkillPath+"/scripts-link")
+		if m == nil || m.Source != filepath.Join(vars.SkillDir, "scripts") {
+			t.Errorf("want a bind of the link's target, got %+v", m)
+		}
+	})
+}
+
+// TestWritableHostSystemRefused: a folder variable (or an absolute rule)
+// that is, or resolves to, a host system directory would give the
+// sandbox's root the owner's (host root's) write access to it.
+func TestWritableHostSystemRefused(t *testing.T) {
+	vars, base := testVars(t)
+	etcLink := filepath.Join(base, "ws-link")
+	symlink(t, "/etc", etcLink)
+	cases := []struct {
+		name, policy string
+		vars         func(policies.Vars) policies.Vars
+		want         string
+	}{
+		{"workspace is a link to /etc", `write = ["$WORK_DIR"]`, func(v policies.Vars) policies.Vars { v.WorkDir = etcLink; return v }, "/etc"},
+		{"workspace is /", `write = ["$WORK_DIR"]`, func(v policies.Vars) policies.Vars { v.WorkDir = "/"; return v }, "host's root"},
+		{"read workspace that is /", `read = ["$WORK_DIR"]`, func(v policies.Vars) policies.Vars { v.WorkDir = "/"; return v }, "host's root"},
+		{"workspace is /usr/lib", `write = ["$WORK_DIR"]`, func(v policies.Vars) policies.Vars { v.WorkDir = "/usr/lib"; return v }, "/usr/lib"},
+		{"skill dir is /proc", `read = ["$SKILL_DIR"]`, func(v policies.Vars) policies.Vars { v.SkillDir = "/proc/self"; return v }, "/proc"},
+		{"write /etc", `write = ["/etc"]`, func(v policies.Vars) policies.Vars { return v }, "/etc"},
+		{"write /etc/cron.d", `write = ["/etc/ssl"]`, func(v policies.Vars) policies.Vars { return v }, "/etc"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			host := Host{Root: "/", NofileHard: 1 << 20}
+			if strings.HasPrefix(c.policy, `write = ["/etc`) {
+				host = fakeHost(t)
+			}
+			_, err := Generate(Options{Policy: mustParse(t, "name = \"t\"\n[fs]\n"+c.policy+"\n"), Vars: c.vars(vars), Host: host, BundleDir: "/bundle"})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestDenyCoversEveryPlace: a denied host folder stays hidden wherever a
+// grant makes it visible, here through a workspace that is $HOME.
+func TestDenyCoversEveryPlace(t *testing.T) {
+	vars, _ := testVars(t)
+	vars.WorkDir = vars.Home
+	p := mustParse(t, `name = "t"
+[fs]
+write = ["$WORK_DIR"]
+deny = ["~/.ssh"]
+`)
+	b, err := Generate(Options{Policy: p, Vars: vars, Host: fakeHost(t), BundleDir: "/bundle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dests []string
+	for _, m := range b.Spec.Mounts {
+		dests = append(dests, m.Destination)
+	}
+	ws, mask := slices.Index(dests, WorkspacePath), slices.Index(dests, WorkspacePath+"/.ssh")
+	if ws < 0 || mask < ws {
+		t.Errorf("~/.ssh is visible at %s/.ssh: want a mask mounted after the workspace; mounts %q", WorkspacePath, dests)
+	}
+}
+
+// TestMountOrderFollowsPlaces: rules written with different prefixes ($HOME
+// and an absolute path) that land on one folder must still be mounted
+// parent first, or the parent's bind hides the child's mask.
+func TestMountOrderFollowsPlaces(t *testing.T) {
+	vars, _ := testVars(t)
+	host := Host{Root: "/", NofileHard: 1 << 20}
+	p := mustParse(t, `name = "t"
+[fs]
+read = ["$HOME"]
+deny = ["`+vars.Home+`/.ssh"]
+write = ["`+vars.Home+`/.aws"]
+`)
+	b, err := Generate(Options{Policy: p, Vars: vars, Host: host, BundleDir: "/bundle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, m := range b.Spec.Mounts {
+		if rel, ok := under(m.Destination, vars.Home); ok {
+			order = append(order, rel)
+		}
+	}
+	if want := []string{".", ".aws", ".ssh"}; !slices.Equal(order, want) {
+		t.Errorf("mounts under $HOME in order %q, want %q", order, want)
+	}
+}
