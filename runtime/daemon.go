@@ -178,13 +178,15 @@ type CreateRequest struct {
 // ExecRequest is a command to run; stdin, stdout and stderr come with the
 // request unless Tty is set.
 type ExecRequest struct {
-	Argv    []string      `json:"argv"`
-	Env     []string      `json:"env,omitempty"`
-	Cwd     string        `json:"cwd,omitempty"`
-	Timeout time.Duration `json:"timeout,omitempty"`
-	Tty     bool          `json:"tty,omitempty"`
-	Rows    uint16        `json:"rows,omitempty"`
-	Cols    uint16        `json:"cols,omitempty"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env,omitempty"`
+	// CallerEnv is the caller's environment; only env.allow names pass.
+	CallerEnv []string      `json:"callerEnv,omitempty"`
+	Cwd       string        `json:"cwd,omitempty"`
+	Timeout   time.Duration `json:"timeout,omitempty"`
+	Tty       bool          `json:"tty,omitempty"`
+	Rows      uint16        `json:"rows,omitempty"`
+	Cols      uint16        `json:"cols,omitempty"`
 }
 
 // Reply answers a Request. Exec gets a Started reply (with the terminal's
@@ -322,7 +324,7 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 			}
 		}
 	}()
-	o := ExecOptions{Argv: e.Argv, Env: e.Env, Cwd: e.Cwd, Timeout: e.Timeout, Tty: e.Tty, Rows: e.Rows, Cols: e.Cols, Signals: signals}
+	o := ExecOptions{Argv: e.Argv, Env: e.Env, CallerEnv: e.CallerEnv, Cwd: e.Cwd, Timeout: e.Timeout, Tty: e.Tty, Rows: e.Rows, Cols: e.Cols, Signals: signals}
 	if e.Tty {
 		o.OnTerminal = func(master *os.File) {
 			send(conn, Reply{Started: true}, int(master.Fd()))

@@ -408,6 +408,9 @@ type ExecOptions struct {
 	// Env holds extra variables; only names the policy's env.allow lists
 	// (or env.set fixes) are passed, others are an error.
 	Env []string
+	// CallerEnv is the caller's environment: the names the policy's
+	// env.allow lists pass through, nothing else.
+	CallerEnv []string
 	// Cwd is relative to the workspace, or absolute inside the sandbox.
 	Cwd                   string
 	Stdin, Stdout, Stderr *os.File // nil: /dev/null
@@ -450,7 +453,7 @@ func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	} else if timeout > s.Limits.Timeout {
 		return ExecResult{}, fmt.Errorf("%w (%s > %s)", ErrTimeoutTooLong, o.Timeout, s.Limits.Timeout)
 	}
-	env, err := s.commandEnv(o.Env)
+	env, err := s.commandEnv(o.CallerEnv, o.Env)
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -541,8 +544,8 @@ func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Dur
 
 // commandEnv is the sandbox's environment plus extra variables, each of
 // which the policy must allow.
-func (s *Session) commandEnv(extra []string) ([]string, error) {
-	if len(extra) == 0 {
+func (s *Session) commandEnv(caller, extra []string) ([]string, error) {
+	if len(extra) == 0 && len(caller) == 0 {
 		return s.Env, nil
 	}
 	allowed := map[string]bool{}
@@ -558,7 +561,7 @@ func (s *Session) commandEnv(extra []string) ([]string, error) {
 			return nil, fmt.Errorf("--env %s: not in the policy's env.allow; add it there to pass it", name)
 		}
 	}
-	return spec.SandboxEnv(s.policy, append(append([]string{}, s.Env...), extra...)), nil
+	return spec.SandboxEnv(s.policy, append(append([]string{}, caller...), extra...)), nil
 }
 
 func (s *Session) cwd(c string) string {

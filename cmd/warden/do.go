@@ -57,14 +57,15 @@ func execOptions(cliContext *cli.Context) runtime.ExecOptions {
 		}
 	}()
 	return runtime.ExecOptions{
-		Argv:    cliContext.Args().Slice(),
-		Env:     cliContext.StringSlice("env"),
-		Cwd:     cliContext.String("cwd"),
-		Stdin:   os.Stdin,
-		Stdout:  os.Stdout,
-		Stderr:  os.Stderr,
-		Timeout: cliContext.Duration("timeout"),
-		Signals: forward,
+		Argv:      cliContext.Args().Slice(),
+		Env:       cliContext.StringSlice("env"),
+		CallerEnv: os.Environ(),
+		Cwd:       cliContext.String("cwd"),
+		Stdin:     os.Stdin,
+		Stdout:    os.Stdout,
+		Stderr:    os.Stderr,
+		Timeout:   cliContext.Duration("timeout"),
+		Signals:   forward,
 	}
 }
 

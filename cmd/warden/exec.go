@@ -41,11 +41,12 @@ memory limit says so on stderr). With --policy, a missing session is created.`,
 			}
 		}
 		req := runtime.ExecRequest{
-			Argv:    cliContext.Args().Slice(),
-			Env:     cliContext.StringSlice("env"),
-			Cwd:     cliContext.String("cwd"),
-			Timeout: cliContext.Duration("timeout"),
-			Tty:     cliContext.Bool("tty"),
+			Argv:      cliContext.Args().Slice(),
+			Env:       cliContext.StringSlice("env"),
+			CallerEnv: os.Environ(),
+			Cwd:       cliContext.String("cwd"),
+			Timeout:   cliContext.Duration("timeout"),
+			Tty:       cliContext.Bool("tty"),
 		}
 		signals := make(chan os.Signal, 4)
 		var term *terminal
