@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warden-sandbox/warden/runtime"
 )
@@ -132,9 +134,15 @@ func runWarden(t *testing.T, env []string, args ...string) sandboxResult {
 	return run(t, env, wardenBinary, args...)
 }
 
+// cliTimeout bounds every call, so a hang fails the test instead of the
+// whole run.
+const cliTimeout = 60 * time.Second
+
 func run(t *testing.T, env []string, name string, args ...string) sandboxResult {
 	t.Helper()
-	cmd := exec.Command(name, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
 	if env == nil {
 		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root"}
@@ -142,6 +150,9 @@ func run(t *testing.T, env []string, name string, args ...string) sandboxResult 
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %s: no answer within %s (stdout %q, stderr %q)", name, strings.Join(args, " "), cliTimeout, stdout.String(), stderr.String())
+	}
 	res := sandboxResult{Stdout: stdout.String(), Stderr: stderr.String()}
 	var ee *exec.ExitError
 	switch {

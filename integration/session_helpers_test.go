@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -46,35 +45,10 @@ func (r *wardenRoot) warden(args ...string) sandboxResult {
 	return r.wardenEnv(nil, args...)
 }
 
-// cliTimeout bounds every CLI call, so a hang fails the test instead of
-// the whole run.
-const cliTimeout = 60 * time.Second
-
 // wardenEnv runs the CLI against this root with an exact environment.
 func (r *wardenRoot) wardenEnv(env []string, args ...string) sandboxResult {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, wardenBinary, append([]string{"--root", r.root}, args...)...)
-	cmd.Env = env
-	if env == nil {
-		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root"}
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		r.t.Fatalf("warden %s: no answer within %s (stdout %q, stderr %q)", strings.Join(args, " "), cliTimeout, stdout.String(), stderr.String())
-	}
-	res := sandboxResult{Stdout: stdout.String(), Stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		res.Exit = ee.ExitCode()
-	case err != nil:
-		r.t.Fatalf("warden %s: %v", strings.Join(args, " "), err)
-	}
-	return res
+	return run(r.t, env, wardenBinary, append([]string{"--root", r.root}, args...)...)
 }
 
 // command prepares a CLI call against this root for tests that need
