@@ -10,7 +10,7 @@ RUNC_VERSION := v1.5.2
 PREFIX     ?= /usr/local
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-TAGS       := seccomp netgo osusergo
+TAGS       := seccomp netgo osusergo urfave_cli_no_docs
 LDFLAGS    := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -extldflags "-static"
 UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/...
 APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2
@@ -19,7 +19,7 @@ APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq py
 
 build: $(BIN) ## build bin/warden (static, cgo, seccomp)
 
-$(BIN): go.mod go.sum $(shell find cmd policies spec seccomp runtime -name '*.go' -not -name '*_test.go') $(wildcard policies/*.toml)
+$(BIN): go.mod go.sum $(shell find cmd policies spec seccomp runtime \( -name '*.go' -o -name '*.c' -o -name '*.h' \) -not -name '*_test.go') $(wildcard policies/*.toml)
 	@test -f /usr/include/seccomp.h || $(MAKE) --no-print-directory deps
 	CGO_ENABLED=1 go build -trimpath -tags "$(TAGS)" -ldflags '$(LDFLAGS)' -o $@ ./cmd/warden
 

@@ -50,7 +50,7 @@ func setup(m *testing.M) int {
 	wardenBinary = os.Getenv("WARDEN_BINARY")
 	if wardenBinary == "" {
 		wardenBinary = filepath.Join(dir, "warden")
-		build := exec.Command("go", "build", "-tags", "seccomp netgo osusergo", "-o", wardenBinary, "../cmd/warden")
+		build := exec.Command("go", "build", "-tags", "seccomp netgo osusergo urfave_cli_no_docs", "-o", wardenBinary, "../cmd/warden")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building warden:", err)

@@ -4,6 +4,9 @@ import (
 	goruntime "runtime"
 
 	"github.com/warden-sandbox/warden/runtime"
+	// The fast path of `warden exec` runs as a C constructor, before any
+	// of this; see its package documentation.
+	_ "github.com/warden-sandbox/warden/runtime/fastexec"
 )
 
 // init hands the process to libcontainer when it was started as a

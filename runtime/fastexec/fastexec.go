@@ -1,0 +1,58 @@
+// Package fastexec is the fast path of `warden exec`: a C constructor that,
+// before the Go runtime starts, sends a plain exec request to a running
+// daemon and exits with the command's status. A Go program starts in about
+// a millisecond and warden's package initialisation takes another; the fast
+// path spends neither on the one call an agent makes per tool use. The
+// binary imports this package for its side effect; every command line the
+// constructor does not fully understand goes on to the Go CLI untouched.
+package fastexec
+
+/*
+#cgo CFLAGS: -Wall -Wextra -O2
+#include <stdlib.h>
+#include "fastexec.h"
+*/
+import "C"
+
+import "unsafe"
+
+// defaultRoot is the state root the constructor uses without --root or
+// WARDEN_ROOT; it must equal runtime.DefaultRoot.
+const defaultRoot = C.FASTEXEC_DEFAULT_ROOT
+
+// The wrappers below let the tests drive the C code.
+
+func parseDuration(s string) (int64, bool) {
+	cs := C.CString(s)
+	defer C.free(unsafe.Pointer(cs))
+	var out C.int64_t
+	if C.fastexec_parse_duration(cs, &out) != 0 {
+		return 0, false
+	}
+	return int64(out), true
+}
+
+func jsonString(s string) string {
+	cs := C.CString(s)
+	defer C.free(unsafe.Pointer(cs))
+	out := C.fastexec_json_string(cs)
+	defer C.free(unsafe.Pointer(out))
+	return C.GoString(out)
+}
+
+type reply struct {
+	hasError, hasResult bool
+	err, resultErr      string
+	exit                int
+}
+
+func parseReply(msg []byte) (reply, bool) {
+	cmsg := C.CBytes(msg)
+	defer C.free(cmsg)
+	var hasError, hasResult, code C.int
+	var e, re *C.char
+	rc := C.fastexec_parse_reply((*C.char)(cmsg), C.size_t(len(msg)), &hasError, &e, &hasResult, &code, &re)
+	defer C.free(unsafe.Pointer(e))
+	defer C.free(unsafe.Pointer(re))
+	return reply{hasError: hasError != 0, hasResult: hasResult != 0, err: C.GoString(e), resultErr: C.GoString(re), exit: int(code)}, rc == 0
+}

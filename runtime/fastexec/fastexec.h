@@ -1,0 +1,15 @@
+#ifndef WARDEN_FASTEXEC_H
+#define WARDEN_FASTEXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* runtime.DefaultRoot */
+#define FASTEXEC_DEFAULT_ROOT "/run/warden"
+
+int fastexec_parse_duration(const char *s, int64_t *out);
+char *fastexec_json_string(const char *s);
+int fastexec_parse_reply(const char *msg, size_t len, int *has_error, char **error, int *has_result,
+			 int *exit_code, char **result_error);
+
+#endif

@@ -1,0 +1,121 @@
+package fastexec
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+func TestDefaultRoot(t *testing.T) {
+	if defaultRoot != runtime.DefaultRoot {
+		t.Fatalf("C default root %q, runtime.DefaultRoot %q", defaultRoot, runtime.DefaultRoot)
+	}
+}
+
+// The C reading of a duration must be Go's, or refuse (the Go CLI then
+// takes the command line).
+func TestParseDuration(t *testing.T) {
+	for _, s := range []string{
+		"0", "1s", "1.5s", "500ms", "2m30s", "1h", "1h2m3.5s", "10us", "10µs", "10μs", "7ns",
+		".5s", "5.s", "0.000000001s", "1.0000000019s", "2562047h", "9223372036s",
+		"", "s", "1", "-1s", "+1s", "1x", "1.s.", "..5s", "1e3s", "2562048h", "99999999999999999999s",
+		"1s ", " 1s", "1ss", "1sm", "0.5", "3m-1s",
+	} {
+		want, err := time.ParseDuration(s)
+		got, ok := parseDuration(s)
+		switch {
+		case ok && err != nil:
+			t.Errorf("%q: C read %d, Go refuses it (%v)", s, got, err)
+		case ok && int64(want) != got:
+			t.Errorf("%q: C read %d, Go %d", s, got, int64(want))
+		case !ok && err == nil && s[0] != '+' && s[0] != '-':
+			t.Errorf("%q: C refuses, Go reads %v", s, want)
+		}
+	}
+}
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"1s", "1.5h", "3m2s", "0", ".1us", "1µs"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for i := 0; i < len(s); i++ {
+			if s[i] == 0 {
+				return
+			}
+		}
+		want, err := time.ParseDuration(s)
+		got, ok := parseDuration(s)
+		if ok && (err != nil || int64(want) != got) {
+			t.Fatalf("%q: C %d, Go %d (%v)", s, got, int64(want), err)
+		}
+	})
+}
+
+func TestJSONString(t *testing.T) {
+	for _, s := range []string{"", "plain", `quote " back \ slash`, "tab\tnew\nline\x01\x1f", "ünïcödé 日本", "<&>", "\x7f"} {
+		var back string
+		enc := jsonString(s)
+		if err := json.Unmarshal([]byte(enc), &back); err != nil || back != s {
+			t.Errorf("%q: encoded %s, decoded %q (%v)", s, enc, back, err)
+		}
+	}
+}
+
+// parseReply must read what the daemon's encoder writes.
+func TestParseReply(t *testing.T) {
+	for _, c := range []struct {
+		reply runtime.Reply
+		want  reply
+	}{
+		{runtime.Reply{Started: true}, reply{}},
+		{runtime.Reply{Error: "no such session: x; create it <first>"}, reply{hasError: true, err: "no such session: x; create it <first>"}},
+		{runtime.Reply{Result: &runtime.ExecResult{ExitCode: 0, Duration: time.Millisecond}}, reply{hasResult: true}},
+		{runtime.Reply{Result: &runtime.ExecResult{ExitCode: 137, Signal: 9, OOM: true, Error: "killed: memory limit 64MiB exceeded"}},
+			reply{hasResult: true, exit: 137, resultErr: "killed: memory limit 64MiB exceeded"}},
+		{runtime.Reply{Result: &runtime.ExecResult{ExitCode: 127, Error: "nope: \"x\" \u2028 \U0001F600 \x01"}},
+			reply{hasResult: true, exit: 127, resultErr: "nope: \"x\" \u2028 \U0001F600 \x01"}},
+	} {
+		msg, err := json.Marshal(c.reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := parseReply(msg)
+		if !ok || got != c.want {
+			t.Errorf("%s: got %+v ok=%v, want %+v", msg, got, ok, c.want)
+		}
+	}
+	for _, bad := range []string{``, `{`, `{"result":{"exit":1}`, `{"result":{"exit":}}`, `{"error":1}`, `{"result":{"exit":256}}`,
+		`{"result":{"exit":-1}}`, `{"error":"x"}trailing`, `[]`, `{"error":"\q"}`, `{"result":{"exit":12345}}`} {
+		if got, ok := parseReply([]byte(bad)); ok {
+			t.Errorf("%s: accepted as %+v", bad, got)
+		}
+	}
+}
+
+func FuzzParseReply(f *testing.F) {
+	f.Add([]byte(`{"result":{"exit":3,"duration":5,"error":"x"}}`))
+	f.Add([]byte(`{"error":"\ud83d\ude00"}`))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		got, ok := parseReply(msg)
+		var r runtime.Reply
+		// The daemon's encoder writes valid UTF-8 only; Go's decoder
+		// replaces invalid bytes where the C code keeps them.
+		if !ok || !utf8.Valid(msg) || json.Unmarshal(msg, &r) != nil {
+			return
+		}
+		if strings.ContainsRune(r.Error, 0) || (r.Result != nil && strings.ContainsRune(r.Result.Error, 0)) {
+			return // C strings end there; the daemon's messages hold none
+		}
+		if r.Error != got.err && !(r.Error == "" && got.err == "") {
+			t.Fatalf("%q: error %q, Go %q", msg, got.err, r.Error)
+		}
+		if r.Result != nil && (got.exit != r.Result.ExitCode || got.resultErr != r.Result.Error) {
+			t.Fatalf("%q: result %+v, Go %+v", msg, got, *r.Result)
+		}
+	})
+}
