@@ -129,8 +129,20 @@ func BenchmarkExec(b *testing.B) {
 			b.Fatal(err)
 		}
 		state := filepath.Join(dir, "runc-state")
-		if err := runQuiet(runc, "--root", state, "run", "-d", "--bundle", bundle, "bench-runc")(); err != nil {
+		// The detached container keeps the stdio it was given: give it
+		// files, not the pipes CombinedOutput would wait on.
+		logFile := filepath.Join(dir, "runc-run.log")
+		out, err := os.Create(logFile)
+		if err != nil {
 			b.Fatal(err)
+		}
+		cmd := exec.Command(runc, "--root", state, "run", "-d", "--bundle", bundle, "bench-runc")
+		cmd.Stdout, cmd.Stderr = out, out
+		err = cmd.Run()
+		out.Close()
+		if err != nil {
+			log, _ := os.ReadFile(logFile)
+			b.Fatalf("runc run -d: %v: %s", err, log)
 		}
 		defer exec.Command(runc, "--root", state, "delete", "--force", "bench-runc").Run()
 		p50, p99, err := measure(benchRuns, runQuiet(runc, "--root", state, "exec", "bench-runc", "/bin/true"))

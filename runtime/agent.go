@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,21 +50,21 @@ func RunAgent(cfg AgentConfig) error {
 	if !ok {
 		return errors.New("agent listener is not a unix socket")
 	}
-	a := &agent{cfg: cfg, waiters: map[int]chan unix.WaitStatus{}}
+	a := &agent{cfg: cfg, waiters: map[int]chan unix.WaitStatus{}, forked: make(chan struct{}, 1)}
 	if cfg.ExecAllow != nil {
 		a.allowed = map[string]bool{}
 		for _, p := range cfg.ExecAllow {
 			a.allowed[p] = true
 		}
 	}
-	sigchld := make(chan os.Signal, 1)
-	signal.Notify(sigchld, unix.SIGCHLD)
 	// PID 1 of a namespace only dies of what it chooses to; the host stops
 	// it with SIGKILL. These are caught and dropped, not ignored: an ignored
 	// signal stays ignored in every command the agent starts (a command
 	// could then not be stopped with SIGTERM or SIGINT, and would not die of
 	// SIGPIPE), while a caught one is reset to its default by execve.
 	signal.Notify(make(chan os.Signal, 1), unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGPIPE)
+	sigchld := make(chan os.Signal, 1)
+	signal.Notify(sigchld, unix.SIGCHLD)
 	go a.reap(sigchld)
 	if err := restrictLandlock(cfg); err != nil {
 		return fmt.Errorf("landlock: %w", err)
@@ -86,26 +87,37 @@ type agent struct {
 
 	mu      sync.Mutex
 	waiters map[int]chan unix.WaitStatus
+	forked  chan struct{} // wakes the reaper when it found no child
 }
 
 // reap collects every child, its own commands and reparented orphans, and
 // hands each command's status to whoever waits for it. Registration happens
-// under the same lock as the fork, so no status is lost.
+// under the same lock as the fork, so no status is lost. It blocks in wait4
+// on a thread of its own: an exit reaches the waiter without a detour
+// through signal delivery.
 func (a *agent) reap(sigchld <-chan os.Signal) {
-	for range sigchld {
-		for {
-			var ws unix.WaitStatus
-			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-			if pid <= 0 || err != nil {
-				break
+	goruntime.LockOSThread()
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			// ECHILD: nothing runs. Wait for the next fork, or for an
+			// orphan that the kernel hands to PID 1 as it dies.
+			select {
+			case <-a.forked:
+			case <-sigchld:
 			}
-			a.mu.Lock()
-			if ch, ok := a.waiters[pid]; ok {
-				ch <- ws
-				delete(a.waiters, pid)
-			}
-			a.mu.Unlock()
+			continue
 		}
+		a.mu.Lock()
+		if ch, ok := a.waiters[pid]; ok {
+			ch <- ws
+			delete(a.waiters, pid)
+		}
+		a.mu.Unlock()
 	}
 }
 
@@ -123,12 +135,10 @@ func (a *agent) serve(conn *net.UnixConn) {
 		send(conn, ev)
 		return
 	}
-	var fds []int
+	// Only a terminal needs a message at start (its master side); without
+	// one, the single reply is how the command ended.
 	if master != nil {
-		fds = append(fds, int(master.Fd()))
-	}
-	send(conn, execEvent{Started: true, Pid: pid}, fds...)
-	if master != nil {
+		send(conn, execEvent{Started: true, Pid: pid}, int(master.Fd()))
 		master.Close()
 	}
 	go a.control(conn, pid)
@@ -205,26 +215,44 @@ func (a *agent) start(req *execRequest, files []*os.File) (int, *os.File, <-chan
 		a.waiters[pid] = done
 	}
 	a.mu.Unlock()
+	if err == nil {
+		select {
+		case a.forked <- struct{}{}:
+		default:
+		}
+	}
 	if err != nil {
 		if master != nil {
 			master.Close()
 		}
-		return 0, nil, nil, execError(req.Argv[0], err)
+		return 0, nil, nil, execError(req.Argv[0], path, err)
 	}
 	return pid, master, done, execEvent{}
 }
 
-func execError(name string, err error) execEvent {
+func execError(name, path string, err error) execEvent {
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return execEvent{Error: name + ": command not found", Code: 127}
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return execEvent{Error: name + ": permission denied (not executable here: the sandbox's writable places are noexec)", Code: 126}
+		return execEvent{Error: name + ": permission denied (" + whyNotExecutable(path) + ")", Code: 126}
 	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ENOEXEC), errors.Is(err, unix.EISDIR):
 		return execEvent{Error: name + ": cannot run: " + err.Error(), Code: 126}
 	default:
 		return execEvent{Error: name + ": " + err.Error(), Code: 126}
 	}
+}
+
+// whyNotExecutable names the likely reason execve refused path.
+func whyNotExecutable(path string) string {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o111 == 0 {
+		return "the file has no execute permission"
+	}
+	var st unix.Statfs_t
+	if unix.Statfs(path, &st) == nil && st.Flags&unix.ST_NOEXEC != 0 {
+		return "it is on a noexec mount: nothing written in the sandbox can run"
+	}
+	return "the sandbox's exec rules refuse it"
 }
 
 // lookup resolves a command like a shell would, and refuses what the
@@ -278,10 +306,13 @@ func openPty(rows, cols uint16) (master, slave *os.File, err error) {
 		unix.Close(m)
 		return nil, nil, err
 	}
-	s, err := unix.IoctlRetInt(m, unix.TIOCGPTPEER)
-	if err != nil {
+	// The slave opens read-write and never as the agent's own controlling
+	// terminal (the agent leads a session with none): the command's
+	// TIOCSCTTY would fail with EPERM otherwise.
+	s, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if errno != 0 {
 		unix.Close(m)
-		return nil, nil, err
+		return nil, nil, errno
 	}
 	if rows > 0 && cols > 0 {
 		unix.IoctlSetWinsize(m, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})

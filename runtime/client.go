@@ -48,6 +48,12 @@ func (c *Client) dial() (*net.UnixConn, error) {
 // from the caller's terminal. A second one started by a racing client
 // finds the lock taken and exits.
 func (c *Client) startDaemon() error {
+	if !filepath.IsAbs(c.Root) {
+		return fmt.Errorf("state root %q must be an absolute path", c.Root)
+	}
+	if err := checkTraversable(filepath.Dir(c.Root)); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(c.Root, 0o711); err != nil {
 		return err
 	}

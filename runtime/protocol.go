@@ -47,16 +47,42 @@ func send(conn *net.UnixConn, v any, fds ...int) error {
 }
 
 // receive reads one message into v and returns the descriptors that came
-// with it. The caller owns (and must close) the returned files.
+// with it. The caller owns (and must close) the returned files. It peeks
+// at the message's size first, so a reader waiting on a connection holds
+// no buffer and a small message costs a small allocation.
 func receive(conn *net.UnixConn, v any) ([]*os.File, error) {
-	buf := make([]byte, maxMessage+1)
-	oob := make([]byte, unix.CmsgSpace(maxFDs*4))
-	n, oobn, flags, _, err := conn.ReadMsgUnix(buf, oob)
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		buf         []byte
+		n, oobn, fl int
+		oob         = make([]byte, unix.CmsgSpace(maxFDs*4))
+		peek        [1]byte
+		rerr        error
+	)
+	err = raw.Read(func(fd uintptr) bool {
+		size, _, _, _, e := unix.Recvmsg(int(fd), peek[:], nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
+		if e == unix.EAGAIN {
+			return false
+		}
+		if e != nil {
+			rerr = e
+			return true
+		}
+		buf = make([]byte, min(size, maxMessage)+1)
+		n, oobn, fl, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
+		return rerr != unix.EAGAIN
+	})
+	if err == nil {
+		err = rerr
+	}
 	if err != nil {
 		return nil, err
 	}
 	files, ferr := parseRights(oob[:oobn])
-	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+	if fl&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || n > maxMessage {
 		closeAll(files)
 		return nil, errMessageTooLarge
 	}

@@ -57,6 +57,9 @@ func New(root, binary string) (*Runtime, error) {
 			return nil, fmt.Errorf("state root: %w", err)
 		}
 	}
+	if err := checkTraversable(filepath.Dir(root)); err != nil {
+		return nil, err
+	}
 	if binary == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -65,6 +68,26 @@ func New(root, binary string) (*Runtime, error) {
 		binary = exe
 	}
 	return &Runtime{Root: root, Binary: binary}, nil
+}
+
+// checkTraversable makes sure the sandbox's unprivileged host user can
+// pass through every folder above the state root; a 0700 parent (mktemp -d)
+// would make every container start fail with a bare EACCES.
+func checkTraversable(dir string) error {
+	for {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return fmt.Errorf("state root: %w", err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("state root: %s is not searchable by other users (mode %04o) and the sandbox's unprivileged user must pass through it; run `chmod o+x %s` or choose another --root", dir, fi.Mode().Perm(), dir)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return nil
+		}
+		dir = parent
+	}
 }
 
 func (rt *Runtime) containersDir() string       { return filepath.Join(rt.Root, "containers") }
@@ -259,6 +282,7 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 	p.ExtraFiles = []*os.File{lf}
 	p.Stdout, p.Stderr = logFile, logFile
 	if err := c.Run(p); err != nil {
+		c.Destroy() // a failed start leaves state and cgroups behind otherwise
 		return fmt.Errorf("start sandbox: %w", err)
 	}
 	return nil
@@ -346,6 +370,9 @@ func (rt *Runtime) destroy(id string) error {
 		if err := killAndDestroy(c); err != nil {
 			errs = append(errs, fmt.Errorf("destroy container: %w", err))
 		}
+	} else {
+		// A container whose start failed early has a folder and no state.
+		os.Remove(filepath.Join(rt.containersDir(), id))
 	}
 	dir := rt.sessionDir(id)
 	if err := removeSessionDir(dir); err != nil {
@@ -460,11 +487,10 @@ func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	req := execRequest{Argv: o.Argv, Env: env, Cwd: s.cwd(o.Cwd), Tty: o.Tty, Rows: o.Rows, Cols: o.Cols}
 	var fds []int
 	if !o.Tty {
-		stdio, closeStdio, err := stdioFiles(o.Stdin, o.Stdout, o.Stderr)
+		stdio, err := stdioFiles(o.Stdin, o.Stdout, o.Stderr)
 		if err != nil {
 			return ExecResult{}, err
 		}
-		defer closeStdio()
 		for _, f := range stdio {
 			fds = append(fds, int(f.Fd()))
 		}
@@ -478,19 +504,22 @@ func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	if err := send(conn, req, fds...); err != nil {
 		return ExecResult{}, err
 	}
-	var ev execEvent
-	files, err := receive(conn, &ev)
-	if err != nil {
-		return ExecResult{}, fmt.Errorf("session %s: agent: %w", s.ID, err)
-	}
-	if !ev.Started {
-		closeAll(files)
-		return ExecResult{ExitCode: ev.Code, Error: ev.Error, Duration: time.Since(start)}, nil
-	}
-	if o.Tty && len(files) > 0 && o.OnTerminal != nil {
-		go o.OnTerminal(files[0])
-	} else {
-		closeAll(files)
+	if o.Tty {
+		// A terminal's master side comes in a first message.
+		var ev execEvent
+		files, err := receive(conn, &ev)
+		if err != nil {
+			return ExecResult{}, fmt.Errorf("session %s: agent: %w", s.ID, err)
+		}
+		if !ev.Started {
+			closeAll(files)
+			return ExecResult{ExitCode: ev.Code, Error: ev.Error, Duration: time.Since(start)}, nil
+		}
+		if len(files) > 0 && o.OnTerminal != nil {
+			go o.OnTerminal(files[0])
+		} else {
+			closeAll(files)
+		}
 	}
 	res, err := s.wait(ctx, conn, timeout, o.Signals)
 	res.Duration = time.Since(start)
@@ -504,14 +533,19 @@ func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Dur
 	events := make(chan execEvent, 1)
 	errc := make(chan error, 1)
 	go func() {
-		var ev execEvent
-		files, err := receive(conn, &ev)
-		closeAll(files)
-		if err != nil {
-			errc <- err
-			return
+		for {
+			var ev execEvent
+			files, err := receive(conn, &ev)
+			closeAll(files)
+			if err != nil {
+				errc <- err
+				return
+			}
+			if !ev.Started { // an agent of an older warden reports the start
+				events <- ev
+				return
+			}
 		}
-		events <- ev
 	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -520,6 +554,10 @@ func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Dur
 		select {
 		case ev := <-events:
 			res.ExitCode, res.Signal = ev.Code, ev.Signal
+			if !ev.Exited { // it never started: 126, 127 and why
+				res.Error = ev.Error
+				return res, nil
+			}
 			if res.Signal == int(unix.SIGKILL) && !res.TimedOut {
 				if s.sawOOM() {
 					res.OOM = true
@@ -584,37 +622,23 @@ func (s *Session) touch() {
 	s.mu.Unlock()
 }
 
-// stdioFiles returns the three descriptors to pass, opening /dev/null for
-// the missing ones.
-func stdioFiles(in, out, errf *os.File) ([]*os.File, func(), error) {
-	var opened []*os.File
-	pick := func(f *os.File, flag int) (*os.File, error) {
-		if f != nil {
-			return f, nil
+// stdioFiles returns the three descriptors to pass, /dev/null for the
+// missing ones (opened once: the agent gets its own copies).
+func stdioFiles(in, out, errf *os.File) ([]*os.File, error) {
+	files := []*os.File{in, out, errf}
+	for i, f := range files {
+		if f == nil {
+			null, err := devNull()
+			if err != nil {
+				return nil, err
+			}
+			files[i] = null
 		}
-		n, err := os.OpenFile(os.DevNull, flag, 0)
-		if err != nil {
-			return nil, err
-		}
-		opened = append(opened, n)
-		return n, nil
 	}
-	closeOpened := func() { closeAll(opened) }
-	var files []*os.File
-	for i, f := range []*os.File{in, out, errf} {
-		flag := os.O_WRONLY
-		if i == 0 {
-			flag = os.O_RDONLY
-		}
-		p, err := pick(f, flag)
-		if err != nil {
-			closeOpened()
-			return nil, nil, err
-		}
-		files = append(files, p)
-	}
-	return files, closeOpened, nil
+	return files, nil
 }
+
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.OpenFile(os.DevNull, os.O_RDWR, 0) })
 
 func formatBytes(n int64) string {
 	switch {
