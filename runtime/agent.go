@@ -30,6 +30,9 @@ type AgentConfig struct {
 	ExecAllow []string
 	// Writable lists the paths writes are allowed beneath.
 	Writable []string
+	// HiddenPrograms may not even be read: with ExecAllow, Landlock stops
+	// execve of them, and this stops the dynamic loader (see programs.go).
+	HiddenPrograms []string
 }
 
 // RunAgent is the sandbox's PID 1: it applies Landlock as a second wall,
@@ -335,7 +338,11 @@ func restrictLandlock(cfg AgentConfig) error {
 	if cfg.ExecAllow == nil {
 		rules = append(rules, landlock.PathAccess(read|ll.AccessFSExecute, "/"))
 	} else {
-		rules = append(rules, landlock.PathAccess(read, "/"))
+		readable, err := readableExcept(cfg.HiddenPrograms)
+		if err != nil {
+			return err
+		}
+		rules = append(rules, readable...)
 		if exes := executablesWithInterpreters(cfg.ExecAllow); len(exes) > 0 {
 			rules = append(rules, landlock.PathAccess(ll.AccessFSReadFile|ll.AccessFSExecute, exes...))
 		}

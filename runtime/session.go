@@ -190,6 +190,9 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 	if err := spec.WriteBundle(bundleDir, b); err != nil {
 		return nil, err
 	}
+	if err := rt.hidePrograms(b.Spec, filepath.Join(bundleDir, "rootfs")); err != nil {
+		return nil, err
+	}
 	text, err := cfg.Policy.TOML()
 	if err != nil {
 		return nil, err
@@ -226,6 +229,9 @@ func agentArgs(s *specs.Spec) []string {
 	}
 	if len(writable) > 0 {
 		args = append(args, "--writable", strings.Join(writable, ":"))
+	}
+	if s.Annotations[spec.AnnotationExecAllow] != "*" {
+		args = append(args, "--hidden-programs", hiddenProgramsFile)
 	}
 	return args
 }

@@ -75,8 +75,14 @@ func (g *generator) layoutSystem(dir string) {
 				g.layoutSystem(filepath.Join(dir, child))
 			}
 		}
-	default:
+	case strings.HasPrefix(base, "lib") && base != "libexec":
 		g.bindSystem(dir)
+	default:
+		// Folders without shared libraries need no exec rights at all:
+		// noexec keeps the dynamic loader from running what they hold.
+		g.addRootfs(Entry{Path: dir, Kind: Dir})
+		g.mount(specs.Mount{Destination: dir, Type: "bind", Source: g.o.Host.path(dir), Options: roBindNoexec})
+		g.bound[dir] = true
 	}
 }
 

@@ -212,9 +212,17 @@ write = ["$WORK_DIR"]
 			t.Errorf("%s is bound (%v): unlisted binaries would run", dir, m.Source)
 		}
 	}
-	// Libraries stay visible.
-	if findMount(s, "/usr/lib") == nil || findMount(s, "/usr/lib64") == nil {
-		t.Error("/usr/lib and /usr/lib64 must be bound read-only")
+	// Libraries stay visible and mappable; folders without libraries are
+	// noexec, so the dynamic loader cannot run what they hold.
+	for _, dir := range []string{"/usr/lib", "/usr/lib64", "/usr/local/lib"} {
+		if m := findMount(s, dir); m == nil || slices.Contains(m.Options, "noexec") || !slices.Contains(m.Options, "ro") {
+			t.Errorf("%s must be bound read-only without noexec: %+v", dir, m)
+		}
+	}
+	for _, dir := range []string{"/usr/share", "/usr/libexec"} {
+		if m := findMount(s, dir); m == nil || !slices.Contains(m.Options, "noexec") {
+			t.Errorf("%s must be bound noexec: %+v", dir, m)
+		}
 	}
 	if len(b.Warnings) != 1 || !strings.Contains(b.Warnings[0], "nosuchtool") {
 		t.Errorf("want one warning about nosuchtool, got %q", b.Warnings)

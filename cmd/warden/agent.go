@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -17,6 +18,7 @@ var agentCommand = &cli.Command{
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "exec-allow", Usage: "colon-separated `PATHS` that may be executed (default: all)"},
 		&cli.StringFlag{Name: "writable", Usage: "colon-separated `PATHS` that may be written"},
+		&cli.StringFlag{Name: "hidden-programs", Usage: "`FILE` listing programs that may not be read (one path a line)"},
 	},
 	Action: func(cliContext *cli.Context) error {
 		cfg := runtime.AgentConfig{}
@@ -27,6 +29,17 @@ var agentCommand = &cli.Command{
 			}
 		}
 		cfg.Writable = splitPaths(cliContext.String("writable"))
+		if f := cliContext.String("hidden-programs"); f != "" {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(data), "\n") {
+				if line != "" {
+					cfg.HiddenPrograms = append(cfg.HiddenPrograms, line)
+				}
+			}
+		}
 		return runtime.RunAgent(cfg)
 	},
 }
