@@ -1,0 +1,108 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+// TestGoAPI drives a session the way a framework linking warden does
+// (runtime.New, Create, Exec, Close), as in the package's example: stdio
+// are the caller's files, the exit status and warden's reasons come back,
+// a timeout or a cancelled context kills the command, and Close leaves the
+// workspace and nothing else.
+func TestGoAPI(t *testing.T) {
+	dir := tempDir(t)
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	p, err := policies.Parse("api.toml", []byte(`name = "api"
+[fs]
+write = ["$WORK_DIR"]
+[exec]
+allow = ["sh", "wc", "cat", "sleep"]
+[limits]
+timeout = "20s"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := runtime.New(filepath.Join(dir, "root"), wardenBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "api-" + randomHex(4)
+	s, err := rt.Create(runtime.SessionConfig{ID: id, Policy: p, Vars: policies.Vars{WorkDir: ws}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			s.Close()
+		}
+	}()
+	if _, err := rt.Create(runtime.SessionConfig{ID: id, Policy: p, Vars: policies.Vars{WorkDir: ws}}); !errors.Is(err, runtime.ErrSessionExists) {
+		t.Errorf("second create with the same id: %v", err)
+	}
+
+	// stdin and stdout are files of ours, passed as they are.
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	go func() {
+		io.WriteString(inW, "one two three\n")
+		inW.Close()
+	}()
+	res, err := s.Exec(context.Background(), runtime.ExecOptions{
+		Argv: []string{"sh", "-c", "wc -w; echo made >/workspace/made; exit 3"}, Stdin: inR, Stdout: outW,
+	})
+	inR.Close()
+	outW.Close()
+	out, _ := io.ReadAll(outR)
+	if err != nil || res.ExitCode != 3 || strings.TrimSpace(string(out)) != "3" {
+		t.Fatalf("exec: %+v %v, stdout %q", res, err, out)
+	}
+	if data, err := os.ReadFile(filepath.Join(ws, "made")); err != nil || string(data) != "made\n" {
+		t.Errorf("workspace file on the host: %q %v", data, err)
+	}
+	if res, err := s.Exec(context.Background(), runtime.ExecOptions{Argv: []string{"python3"}}); err != nil || res.ExitCode != 127 || res.Error == "" {
+		t.Errorf("unlisted binary: %+v %v", res, err)
+	}
+
+	start := time.Now()
+	res, err = s.Exec(context.Background(), runtime.ExecOptions{Argv: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond})
+	if err != nil || !res.TimedOut || res.ExitCode != 137 || time.Since(start) > 5*time.Second {
+		t.Errorf("timeout: %+v %v after %s", res, err, time.Since(start))
+	}
+	if _, err := s.Exec(context.Background(), runtime.ExecOptions{Argv: []string{"true"}, Timeout: time.Hour}); !errors.Is(err, runtime.ErrTimeoutTooLong) {
+		t.Errorf("timeout above the policy's: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	res, err = s.Exec(ctx, runtime.ExecOptions{Argv: []string{"sleep", "30"}})
+	if err != nil || res.Signal != 9 || time.Since(start) > 5*time.Second {
+		t.Errorf("cancelled context: %+v %v after %s", res, err, time.Since(start))
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed = true
+	if _, err := os.Stat(filepath.Join(ws, "made")); err != nil {
+		t.Errorf("Close touched the workspace: %v", err)
+	}
+	if procs := cgroupProcesses(id); len(procs) != 0 {
+		t.Errorf("processes left in the session's cgroup: %v", procs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "root", "sessions", id)); !os.IsNotExist(err) {
+		t.Errorf("session state left: %v", err)
+	}
+}
