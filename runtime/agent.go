@@ -33,6 +33,11 @@ type AgentConfig struct {
 	// HiddenPrograms may not even be read: with ExecAllow, Landlock stops
 	// execve of them, and this stops the dynamic loader (see programs.go).
 	HiddenPrograms []string
+	// Pooled defers Landlock until the host has bound the session's
+	// folders (a warm pool's claim) and says so with a seal request;
+	// until then no command runs. Landlock's rules attach to the files
+	// present when they are made, so they must see the late mounts.
+	Pooled bool
 }
 
 // RunAgent is the sandbox's PID 1: it applies Landlock as a second wall,
@@ -69,8 +74,11 @@ func RunAgent(cfg AgentConfig) error {
 	sigchld := make(chan os.Signal, 1)
 	signal.Notify(sigchld, unix.SIGCHLD)
 	go a.reap(sigchld)
-	if err := restrictLandlock(cfg); err != nil {
-		return fmt.Errorf("landlock: %w", err)
+	if !cfg.Pooled {
+		if err := restrictLandlock(cfg); err != nil {
+			return fmt.Errorf("landlock: %w", err)
+		}
+		a.sealed = true
 	}
 	for {
 		conn, err := ln.AcceptUnix()
@@ -91,6 +99,28 @@ type agent struct {
 	mu      sync.Mutex
 	waiters map[int]chan unix.WaitStatus
 	forked  chan struct{} // wakes the reaper when it found no child
+	sealed  bool // Landlock is in place: commands may run
+}
+
+// seal applies Landlock once, for a pooled sandbox whose session folders
+// are now bound.
+func (a *agent) seal() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sealed {
+		return nil
+	}
+	if err := restrictLandlock(a.cfg); err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	a.sealed = true
+	return nil
+}
+
+func (a *agent) isSealed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sealed
 }
 
 // reap collects every child, its own commands and reparented orphans, and
@@ -133,6 +163,18 @@ func (a *agent) serve(conn *net.UnixConn) {
 		return
 	}
 	defer closeAll(files)
+	if req.Seal {
+		ev := execEvent{}
+		if err := a.seal(); err != nil {
+			ev = execEvent{Error: err.Error(), Code: 125}
+		}
+		send(conn, ev)
+		return
+	}
+	if !a.isSealed() {
+		send(conn, execEvent{Error: "the sandbox is a warm pool container that no session has claimed yet", Code: 125})
+		return
+	}
 	pid, master, done, ev := a.start(&req, files)
 	if pid == 0 {
 		send(conn, ev)

@@ -30,6 +30,7 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	sessions map[string]*daemonSession
+	pools    *pools // warm pools; see daemon_pool.go
 }
 
 type daemonSession struct {
@@ -56,7 +57,7 @@ func NewDaemon(rt *Runtime, auditPath string) (*Daemon, error) {
 		lock.Close()
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	d := &Daemon{rt: rt, audit: audit, lock: lock, sessions: map[string]*daemonSession{}}
+	d := &Daemon{rt: rt, audit: audit, lock: lock, sessions: map[string]*daemonSession{}, pools: newPools(rt)}
 	d.adopt()
 	sock := SocketPath(rt.Root)
 	os.Remove(sock) // a dead daemon's socket; we hold the lock
@@ -95,6 +96,7 @@ func (d *Daemon) adopt() {
 // Serve answers requests until ctx is done.
 func (d *Daemon) Serve(ctx context.Context) error {
 	go d.expireLoop(ctx)
+	go d.pools.loop(ctx)
 	go func() {
 		<-ctx.Done()
 		d.ln.Close()
@@ -166,6 +168,7 @@ type Request struct {
 	Create *CreateRequest `json:"create,omitempty"`
 	Exec   *ExecRequest   `json:"exec,omitempty"`
 	Force  bool           `json:"force,omitempty"`
+	Pool   *PoolRequest   `json:"pool,omitempty"` // pool.fill, pool.drain
 }
 
 // CreateRequest carries what a new session needs. With exec, it makes the
@@ -197,6 +200,7 @@ type Reply struct {
 	Result   *ExecResult   `json:"result,omitempty"`
 	Sessions []SessionInfo `json:"sessions,omitempty"`
 	Removed  []string      `json:"removed,omitempty"`
+	Pools    []PoolInfo    `json:"pools,omitempty"`
 }
 
 // SessionInfo describes a session for `session ls`.
@@ -209,6 +213,7 @@ type SessionInfo struct {
 	LastUsed  time.Time `json:"lastUsed"`
 	Execs     int       `json:"execs"`
 	Running   int       `json:"running"`
+	Pool      string    `json:"pool,omitempty"` // key of the warm pool it was claimed from
 }
 
 // Control is what a client sends while its command runs.
@@ -239,6 +244,8 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 		err = d.remove(req.ID, req.Force)
 	case "gc":
 		reply.Removed, err = d.gc()
+	case "pool.fill", "pool.status", "pool.drain":
+		reply.Pools, err = d.poolOp(req.Op, req.Pool)
 	default:
 		err = fmt.Errorf("unknown operation %q", req.Op)
 	}
@@ -268,7 +275,7 @@ func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSe
 	if err != nil {
 		return nil, err
 	}
-	s, err := d.rt.Create(SessionConfig{ID: id, Policy: p, Vars: c.Vars})
+	s, err := d.createSession(SessionConfig{ID: id, Policy: p, Vars: c.Vars})
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +368,7 @@ func (d *Daemon) list() []SessionInfo {
 			state = "stopped"
 		}
 		out = append(out, SessionInfo{ID: s.ID, Policy: s.PolicyName, Workspace: s.Vars.WorkDir, State: state,
-			Created: s.Created, LastUsed: last.UTC(), Execs: s.execs, Running: s.running})
+			Created: s.Created, LastUsed: last.UTC(), Execs: s.execs, Running: s.running, Pool: s.Pool})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -395,9 +402,12 @@ func (d *Daemon) remove(id string, force bool) error {
 func (d *Daemon) gc() ([]string, error) {
 	d.mu.Lock()
 	live := map[string]bool{}
-	for id := range d.sessions {
-		live[id] = true
+	for id, s := range d.sessions {
+		live[id], live[s.containerID()] = true, true
 	}
 	d.mu.Unlock()
-	return d.rt.GC(live)
+	d.pools.live(live)
+	removed, poolErr := d.pools.gc(live)
+	more, err := d.rt.GC(live)
+	return append(removed, more...), errors.Join(poolErr, err)
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bufio"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -59,11 +60,11 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		}
 		removed = append(removed, "container "+id)
 	}
-	for _, dir := range cgroupDirs() {
+	for _, dir := range rt.cgroupDirs() {
 		if live[filepath.Base(dir)] {
 			continue
 		}
-		if !mine[filepath.Base(dir)] {
+		if !mine[filepath.Base(dir)] && filepath.Base(filepath.Dir(dir)) != rt.rootTag() {
 			if unix.Rmdir(dir) == nil {
 				removed = append(removed, "cgroup "+dir)
 			}
@@ -75,6 +76,7 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		}
 		removed = append(removed, "cgroup "+dir)
 	}
+	rt.removeRootCgroups()
 	for _, m := range mountsUnder(rt.Root) {
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
@@ -85,20 +87,45 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// cgroupDirs lists the session cgroups under warden's parent, in every
-// hierarchy (cgroup v1 has one per controller).
-func cgroupDirs() []string {
+// cgroupDirs lists the container cgroups of this root in every hierarchy
+// (cgroup v1 has one per controller), and those of the older layout that
+// put every root's containers directly under warden's parent.
+func (rt *Runtime) cgroupDirs() []string {
 	var dirs []string
-	patterns := []string{"/sys/fs/cgroup/*" + cgroupParent + "/*", "/sys/fs/cgroup" + cgroupParent + "/*"}
+	var patterns []string
+	for _, base := range []string{"/sys/fs/cgroup/*", "/sys/fs/cgroup"} {
+		patterns = append(patterns, base+cgroupParent+"/"+rt.rootTag()+"/*", base+cgroupParent+"/*")
+	}
 	for _, p := range patterns {
 		matches, _ := filepath.Glob(p)
 		for _, m := range matches {
-			if fi, err := os.Stat(m); err == nil && fi.IsDir() && CheckID(filepath.Base(m)) == nil {
+			if fi, err := os.Stat(m); err == nil && fi.IsDir() && CheckID(filepath.Base(m)) == nil && !isRootTag(m) {
 				dirs = append(dirs, m)
 			}
 		}
 	}
 	return dirs
+}
+
+// isRootTag reports whether a folder under warden's parent is a state
+// root's (named by rootTag) rather than a container's of the older layout.
+func isRootTag(dir string) bool {
+	name := filepath.Base(dir)
+	if filepath.Base(filepath.Dir(dir)) != filepath.Base(cgroupParent) || len(name) != 12 {
+		return false
+	}
+	_, err := hex.DecodeString(name)
+	return err == nil
+}
+
+// removeRootCgroups removes this root's own cgroup folders once empty.
+func (rt *Runtime) removeRootCgroups() {
+	for _, base := range []string{"/sys/fs/cgroup/*", "/sys/fs/cgroup"} {
+		matches, _ := filepath.Glob(base + cgroupParent + "/" + rt.rootTag())
+		for _, m := range matches {
+			unix.Rmdir(m)
+		}
+	}
 }
 
 // removeCgroup kills what is left in a cgroup and removes it.

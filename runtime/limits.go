@@ -32,7 +32,7 @@ func rlimit(r specs.POSIXRlimit) (configs.Rlimit, error) {
 // oomKills reads how many processes the kernel's OOM killer has killed in
 // the session's cgroup.
 func (s *Session) oomKills() uint64 {
-	path := cgroupParent + "/" + s.ID
+	path := s.rt.cgroupPath(s.containerID())
 	if cgroups.Mode() == cgroups.Unified {
 		m, err := cgroup2.Load(path)
 		if err != nil {

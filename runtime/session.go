@@ -122,17 +122,23 @@ type SessionConfig struct {
 // reused for every command. Its workspace belongs to the caller and is
 // never removed.
 type Session struct {
-	ID         string          `json:"id"`
-	PolicyName string          `json:"policy"`
-	PolicyHash string          `json:"policyHash"`
-	PolicyTOML string          `json:"policyToml"`
-	Vars       policies.Vars   `json:"vars"`
-	Created    time.Time       `json:"created"`
-	Identity   spec.Identity   `json:"identity"`
-	Limits     policies.Limits `json:"-"`
-	Env        []string        `json:"-"` // the sandbox's base environment
+	ID         string        `json:"id"`
+	PolicyName string        `json:"policy"`
+	PolicyHash string        `json:"policyHash"`
+	PolicyTOML string        `json:"policyToml"`
+	Vars       policies.Vars `json:"vars"`
+	Created    time.Time     `json:"created"`
+	Identity   spec.Identity `json:"identity"`
+	// Container is the libcontainer id when it differs from ID: a session
+	// claimed from the warm pool keeps its pooled container's id.
+	Container string `json:"container,omitempty"`
+	// Pool is the key of the warm pool the session was claimed from.
+	Pool   string          `json:"pool,omitempty"`
+	Limits policies.Limits `json:"-"`
+	Env    []string        `json:"-"` // the sandbox's base environment
 
 	rt        *Runtime
+	home      string // state folder when not sessions/ID: a pooled container's
 	policy    *policies.Policy
 	container *libcontainer.Container
 
@@ -180,7 +186,7 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 		BundleDir:   bundleDir,
 		Identity:    cfg.Identity,
 		Agent:       rt.Binary,
-		CgroupsPath: cgroupParent + "/" + cfg.ID,
+		CgroupsPath: rt.cgroupPath(cfg.ID),
 		Hostname:    "sandbox",
 	})
 	if err != nil {
@@ -241,21 +247,36 @@ func (s *Session) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(s.rt.sessionDir(s.ID), "session.json.tmp")
+	tmp := filepath.Join(s.dir(), "session.json.tmp")
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(s.rt.sessionDir(s.ID), "session.json"))
+	return os.Rename(tmp, filepath.Join(s.dir(), "session.json"))
 }
 
-func (s *Session) socketPath() string { return filepath.Join(s.rt.sessionDir(s.ID), "agent.sock") }
+// containerID is the session's libcontainer id.
+func (s *Session) containerID() string {
+	if s.Container != "" {
+		return s.Container
+	}
+	return s.ID
+}
+
+func (s *Session) socketPath() string { return filepath.Join(s.dir(), "agent.sock") }
+
+func (s *Session) dir() string {
+	if s.home != "" {
+		return s.home
+	}
+	return s.rt.sessionDir(s.ID)
+}
 
 // startContainer creates the container and starts the agent in it, handing
 // it a listening socket whose file exists only on the host.
 func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) error {
 	sp.Root.Path = filepath.Join(bundleDir, "rootfs")
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
-		CgroupName: s.ID, Spec: sp, NoNewKeyring: true,
+		CgroupName: s.containerID(), Spec: sp, NoNewKeyring: true,
 	})
 	if err != nil {
 		return fmt.Errorf("container config: %w", err)
@@ -271,12 +292,12 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 		return err
 	}
 	defer lf.Close()
-	c, err := libcontainer.Create(rt.containersDir(), s.ID, cfg)
+	c, err := libcontainer.Create(rt.containersDir(), s.containerID(), cfg)
 	if err != nil {
 		return fmt.Errorf("create container: %w", err)
 	}
 	s.container = c
-	logFile, err := os.OpenFile(filepath.Join(rt.sessionDir(s.ID), "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logFile, err := os.OpenFile(filepath.Join(s.dir(), "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -334,7 +355,7 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 		return nil, err
 	}
 	s.policy, s.Limits, s.Env = p, p.Limits, spec.SandboxEnv(p, nil)
-	c, err := libcontainer.Load(rt.containersDir(), id)
+	c, err := libcontainer.Load(rt.containersDir(), s.containerID())
 	if err != nil {
 		return nil, fmt.Errorf("session %s: container: %w", id, err)
 	}
@@ -372,7 +393,7 @@ func (s *Session) Close() error {
 // bundle holds only mountpoints and generated files.
 func (rt *Runtime) destroy(id string) error {
 	var errs []error
-	if c, err := libcontainer.Load(rt.containersDir(), id); err == nil {
+	if c, err := libcontainer.Load(rt.containersDir(), rt.sessionContainer(id)); err == nil {
 		if err := killAndDestroy(c); err != nil {
 			errs = append(errs, fmt.Errorf("destroy container: %w", err))
 		}

@@ -19,6 +19,7 @@ var agentCommand = &cli.Command{
 		&cli.StringFlag{Name: "exec-allow", Usage: "colon-separated `PATHS` that may be executed (default: all)"},
 		&cli.StringFlag{Name: "writable", Usage: "colon-separated `PATHS` that may be written"},
 		&cli.StringFlag{Name: "hidden-programs", Usage: "`FILE` listing programs that may not be read (one path a line)"},
+		&cli.BoolFlag{Name: "pooled", Usage: "wait for the host's seal (a warm pool's claim) before running commands"},
 	},
 	Action: func(cliContext *cli.Context) error {
 		cfg := runtime.AgentConfig{}
@@ -40,6 +41,7 @@ var agentCommand = &cli.Command{
 				}
 			}
 		}
+		cfg.Pooled = cliContext.Bool("pooled")
 		return runtime.RunAgent(cfg)
 	},
 }

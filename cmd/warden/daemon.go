@@ -17,8 +17,19 @@ var daemonCommand = &cli.Command{
 	Usage: "own the sessions of a state root (the CLI starts it on demand)",
 	Description: `The daemon serves the CLI on ROOT/warden.sock (mode 0600), expires idle
 sessions and writes the audit log. Restarted after a crash, it re-adopts the
-sessions still running and reaps the rest.`,
+sessions still running and reaps the rest.
+
+Warm pools listed in the configuration file (--config; default
+/etc/warden/config.toml for the default root, ROOT/config.toml for any other)
+are kept full from the start:
+
+  [[pool]]
+  policy = "/etc/warden/skills/web-fetch.toml"   # or a list of files, merged
+  size = 4
+  skill_dir = "/opt/skills/web-fetch"            # optional ($SKILL_DIR)
+  home = "/root"                                 # optional ($HOME)`,
 	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "config", Usage: "configuration `FILE` (default: /etc/warden/config.toml for the default root, else ROOT/config.toml)"},
 		&cli.StringFlag{Name: "audit-log", Usage: "audit log `FILE` (default: /var/log/warden/audit.log for the default root, else ROOT/audit.log)"},
 	},
 	Action: func(cliContext *cli.Context) error {
@@ -33,6 +44,14 @@ sessions still running and reaps the rest.`,
 		if audit == "" {
 			audit = runtime.AuditPath(rt.Root)
 		}
+		configPath := cliContext.String("config")
+		if configPath == "" {
+			configPath = runtime.ConfigPath(rt.Root)
+		}
+		config, err := runtime.LoadConfig(configPath)
+		if err != nil {
+			return err
+		}
 		d, err := runtime.NewDaemon(rt, audit)
 		if errors.Is(err, runtime.ErrDaemonRunning) {
 			logrus.Info(err)
@@ -41,6 +60,7 @@ sessions still running and reaps the rest.`,
 			return err
 		}
 		defer d.Close()
+		d.AdoptPools(config)
 		ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 		defer stop()
 		logrus.Infof("warden daemon serving %s", runtime.SocketPath(rt.Root))

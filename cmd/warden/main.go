@@ -70,6 +70,7 @@ func newApp() *cli.App {
 			checkCommand,
 			doCommand,
 			sessionCommand,
+			poolCommand,
 			execCommand,
 			logsCommand,
 			gcCommand,

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+var poolCommand = &cli.Command{
+	Name:  "pool",
+	Usage: "keep sandboxes ready per policy, so a new session starts in milliseconds",
+	Description: `A pool keeps containers started for a policy; 'session create' (and 'exec
+--policy' for a new session) claims one, binds the session's workspace and
+data folders into it and runs nothing else first. An empty pool means a cold
+start, never an error. Sizes in the daemon's configuration file (see 'warden
+daemon --help') are kept across restarts.`,
+	Subcommands: []*cli.Command{
+		poolFillCommand,
+		poolStatusCommand,
+		poolDrainCommand,
+	},
+}
+
+var poolFillCommand = &cli.Command{
+	Name:  "fill",
+	Usage: "keep N containers ready for a policy (0 keeps the pool but empties it)",
+	Flags: []cli.Flag{
+		&cli.StringSliceFlag{Name: "policy", Aliases: []string{"p"}, Usage: "policy `FILE` (repeat to merge several skills)", Required: true},
+		&cli.IntFlag{Name: "size", Aliases: []string{"n"}, Usage: "containers to keep ready", Required: true},
+		&cli.StringFlag{Name: "skill-dir", Usage: "the skill's folder `DIR` ($SKILL_DIR; default: the policy file's folder)"},
+	},
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		size := cliContext.Int("size")
+		if size < 0 || size > runtime.MaxPoolSize {
+			return fmt.Errorf("--size %d: use 0 to %d", size, runtime.MaxPoolSize)
+		}
+		req, err := poolRequest(cliContext)
+		if err != nil {
+			return err
+		}
+		req.Size = size
+		r, err := client(cliContext).Call(runtime.Request{Op: "pool.fill", Pool: req})
+		if err != nil {
+			return err
+		}
+		return printPools(cliContext, r.Pools, "table")
+	},
+}
+
+// poolRequest loads the --policy files (so a bad one fails here) and names
+// them by absolute path: the daemon re-reads them to follow changes.
+func poolRequest(cliContext *cli.Context) (*runtime.PoolRequest, error) {
+	files := cliContext.StringSlice("policy")
+	_, vars, err := loadSandboxPolicy(cliContext, files)
+	if err != nil {
+		return nil, err
+	}
+	req := &runtime.PoolRequest{Vars: vars}
+	req.Vars.WorkDir, req.Vars.DataDir = "", ""
+	for _, f := range files {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			return nil, err
+		}
+		req.Files = append(req.Files, abs)
+	}
+	return req, nil
+}
+
+var poolStatusCommand = &cli.Command{
+	Name:  "status",
+	Usage: "per pool: policy, ready, claimed, refilling, hits, misses",
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "format", Usage: "output `FORMAT`: table or json", Value: "table"},
+	},
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		format := cliContext.String("format")
+		if format != "table" && format != "json" {
+			return fmt.Errorf("--format %q: use table or json", format)
+		}
+		r, err := client(cliContext).Call(runtime.Request{Op: "pool.status"})
+		if err != nil {
+			return err
+		}
+		return printPools(cliContext, r.Pools, format)
+	},
+}
+
+var poolDrainCommand = &cli.Command{
+	Name:  "drain",
+	Usage: "stop a pool's ready containers and forget the pool (all pools without --policy)",
+	Flags: []cli.Flag{
+		&cli.StringSliceFlag{Name: "policy", Aliases: []string{"p"}, Usage: "policy `FILE` of the pool (as given to fill)"},
+	},
+	Action: func(cliContext *cli.Context) error {
+		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		req := &runtime.PoolRequest{}
+		for _, f := range cliContext.StringSlice("policy") {
+			abs, err := filepath.Abs(f)
+			if err != nil {
+				return err
+			}
+			req.Files = append(req.Files, abs)
+		}
+		if len(req.Files) == 0 {
+			req = nil
+		}
+		r, err := client(cliContext).Call(runtime.Request{Op: "pool.drain", Pool: req})
+		if err != nil {
+			return err
+		}
+		return printPools(cliContext, r.Pools, "table")
+	},
+}
+
+func printPools(cliContext *cli.Context, pools []runtime.PoolInfo, format string) error {
+	w := cliContext.App.Writer
+	if pools == nil {
+		pools = []runtime.PoolInfo{}
+	}
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(pools)
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "POLICY\tFILES\tSIZE\tREADY\tCLAIMED\tREFILLING\tHITS\tMISSES\tERROR")
+	for _, p := range pools {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Policy, filepath.Join(p.Files...), p.Size, p.Ready,
+			p.Claimed, p.Refilling, p.Hits, p.Misses, p.Error)
+	}
+	return tw.Flush()
+}

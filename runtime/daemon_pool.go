@@ -1,0 +1,538 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/warden-sandbox/warden/policies"
+)
+
+// PoolRequest configures a warm pool: the policy files it keeps
+// containers for (merged when several), their $SKILL_DIR and $HOME, and how
+// many containers it keeps ready.
+type PoolRequest struct {
+	Files []string      `json:"files"`
+	Vars  policies.Vars `json:"vars"`
+	Size  int           `json:"size"`
+}
+
+// PoolInfo is one pool's line in `pool status`.
+type PoolInfo struct {
+	Policy     string   `json:"policy"`
+	Files      []string `json:"files"`
+	PolicyHash string   `json:"policyHash"`
+	Key        string   `json:"key"`
+	Size       int      `json:"size"`
+	Ready      int      `json:"ready"`
+	Claimed    int      `json:"claimed"`
+	Refilling  int      `json:"refilling"`
+	Hits       int      `json:"hits"`
+	Misses     int      `json:"misses"`
+	Error      string   `json:"error,omitempty"`
+}
+
+// MaxPoolSize bounds one pool.
+const MaxPoolSize = 1000
+
+// pool keeps Size containers ready for one policy.
+type pool struct {
+	PoolRequest
+	name       string // the files, joined: a pool's identity
+	policy     *policies.Policy
+	policyText []byte // the files' content when the key was made
+	key        string
+	ready      []*pooled
+	refilling  int
+	hits       int
+	misses     int
+	err        string
+}
+
+// pools is the daemon's set of warm pools. Its lock is never held while a
+// container starts or stops.
+type pools struct {
+	rt   *Runtime
+	kick chan struct{}
+
+	mu       sync.Mutex
+	byName   map[string]*pool
+	starting map[string]bool // container ids being started or claimed
+}
+
+func newPools(rt *Runtime) *pools {
+	return &pools{rt: rt, kick: make(chan struct{}, 1), byName: map[string]*pool{}, starting: map[string]bool{}}
+}
+
+func poolName(files []string) string { return strings.Join(files, ":") }
+
+// statePath keeps the pools `pool fill` configured, so a restarted daemon
+// keeps them.
+func (ps *pools) statePath() string { return filepath.Join(ps.rt.poolDir(), "pools.json") }
+
+func (ps *pools) wake() {
+	select {
+	case ps.kick <- struct{}{}:
+	default:
+	}
+}
+
+// set creates or resizes a pool. The policy is loaded now, so a bad file is
+// an error for the caller and changes nothing.
+func (ps *pools) set(req PoolRequest) error {
+	if req.Size < 0 || req.Size > MaxPoolSize {
+		return fmt.Errorf("pool size %d: use 0 to %d", req.Size, MaxPoolSize)
+	}
+	if len(req.Files) == 0 {
+		return errors.New("pool: no policy file given")
+	}
+	for i, f := range req.Files {
+		if !filepath.IsAbs(f) {
+			return fmt.Errorf("pool: policy file %q must be an absolute path", f)
+		}
+		req.Files[i] = filepath.Clean(f)
+	}
+	p, text, err := loadPoolPolicy(req.Files)
+	if err != nil {
+		return err
+	}
+	key, err := ps.rt.poolKey(p, req.Vars)
+	if err != nil {
+		return err
+	}
+	name := poolName(req.Files)
+	ps.mu.Lock()
+	pl, ok := ps.byName[name]
+	if !ok {
+		pl = &pool{name: name}
+		ps.byName[name] = pl
+	}
+	var retired []*pooled
+	if pl.key != key {
+		retired, pl.ready = pl.ready, nil
+	}
+	pl.PoolRequest, pl.policy, pl.policyText, pl.key, pl.err = req, p, text, key, ""
+	for len(pl.ready) > req.Size {
+		retired = append(retired, pl.ready[len(pl.ready)-1])
+		pl.ready = pl.ready[:len(pl.ready)-1]
+	}
+	ps.mu.Unlock()
+	ps.destroy(retired)
+	ps.save()
+	ps.wake()
+	return nil
+}
+
+// loadPoolPolicy reads and merges a pool's policy files.
+func loadPoolPolicy(files []string) (*policies.Policy, []byte, error) {
+	var all []*policies.Policy
+	var text []byte
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pool policy: %w", err)
+		}
+		p, err := policies.Parse(f, data)
+		if err != nil {
+			return nil, nil, err
+		}
+		all = append(all, p)
+		text = append(append(text, data...), 0)
+	}
+	if len(all) == 1 {
+		return all[0], text, nil
+	}
+	p, err := policies.Merge(all...)
+	return p, text, err
+}
+
+// drain removes a pool (every pool when name is empty) and its ready
+// containers. Sessions already claimed from it are not touched.
+func (ps *pools) drain(name string) error {
+	ps.mu.Lock()
+	var retired []*pooled
+	found := false
+	for n, pl := range ps.byName {
+		if name == "" || n == name {
+			found = true
+			retired = append(retired, pl.ready...)
+			pl.ready = nil
+			delete(ps.byName, n)
+		}
+	}
+	ps.mu.Unlock()
+	if name != "" && !found {
+		return fmt.Errorf("no pool for %s; see `warden pool status`", name)
+	}
+	err := ps.destroy(retired)
+	ps.save()
+	return err
+}
+
+func (ps *pools) destroy(list []*pooled) error {
+	var errs []error
+	for _, pc := range list {
+		if err := ps.rt.destroyPooled(pc.ID); err != nil {
+			errs = append(errs, fmt.Errorf("pooled container %s: %w", pc.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// take atomically removes a ready container with the key from its pool
+// and counts a hit; with none, it counts a miss for the policy's pool.
+func (ps *pools) take(key, policyHash string) *pooled {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	var missed *pool
+	for _, name := range ps.names() {
+		pl := ps.byName[name]
+		if pl.key == key && len(pl.ready) > 0 {
+			pc := pl.ready[0]
+			pl.ready = pl.ready[1:]
+			pl.hits++
+			ps.starting[pc.ID] = true
+			ps.wake()
+			return pc
+		}
+		if missed == nil && pl.policy != nil && pl.policy.Hash() == policyHash {
+			missed = pl
+		}
+	}
+	if missed != nil {
+		missed.misses++
+	}
+	return nil
+}
+
+// claimed ends a claim of pc, and counts a failed one as a miss.
+func (ps *pools) claimed(pc *pooled, ok bool) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	delete(ps.starting, pc.ID)
+	if ok {
+		return
+	}
+	for _, pl := range ps.byName {
+		if pl.key == pc.Key {
+			pl.hits--
+			pl.misses++
+			return
+		}
+	}
+}
+
+func (ps *pools) empty() bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return len(ps.byName) == 0
+}
+
+func (ps *pools) names() []string {
+	names := make([]string, 0, len(ps.byName))
+	for n := range ps.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// status reports every pool; claimed counts the live sessions per key.
+func (ps *pools) status(claimed map[string]int) []PoolInfo {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := []PoolInfo{}
+	for _, name := range ps.names() {
+		pl := ps.byName[name]
+		info := PoolInfo{Files: pl.Files, Key: pl.key, Size: pl.Size, Ready: len(pl.ready), Claimed: claimed[pl.key],
+			Refilling: pl.refilling, Hits: pl.hits, Misses: pl.misses, Error: pl.err}
+		if pl.policy != nil {
+			info.Policy, info.PolicyHash = pl.policy.Name, pl.policy.Hash()
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// live adds every container id the pools own to ids.
+func (ps *pools) live(ids map[string]bool) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for id := range ps.starting {
+		ids[id] = true
+	}
+	for _, pl := range ps.byName {
+		for _, pc := range pl.ready {
+			ids[pc.ID] = true
+		}
+	}
+}
+
+// loop keeps every pool full and follows changes of its policy files.
+func (ps *pools) loop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		ps.refresh()
+		ps.refill(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-ps.kick:
+		}
+	}
+}
+
+// refresh re-reads the pools' policy files: a pool whose policy changed
+// replaces its ready containers; one whose file is gone or broken keeps
+// none until it is fixed.
+func (ps *pools) refresh() {
+	ps.mu.Lock()
+	type check struct {
+		pl    *pool
+		files []string
+		vars  policies.Vars
+		text  []byte
+	}
+	var checks []check
+	for _, pl := range ps.byName {
+		checks = append(checks, check{pl, pl.Files, pl.Vars, pl.policyText})
+	}
+	ps.mu.Unlock()
+	for _, c := range checks {
+		p, text, err := loadPoolPolicy(c.files)
+		if err == nil && bytes.Equal(text, c.text) {
+			continue
+		}
+		key := ""
+		if err == nil {
+			key, err = ps.rt.poolKey(p, c.vars)
+		}
+		ps.mu.Lock()
+		var retired []*pooled
+		if ps.byName[c.pl.name] == c.pl {
+			retired, c.pl.ready = c.pl.ready, nil
+			c.pl.policy, c.pl.policyText, c.pl.key, c.pl.err = p, text, key, ""
+			if err != nil {
+				c.pl.policy, c.pl.err = nil, err.Error()
+			}
+		}
+		ps.mu.Unlock()
+		if len(retired) > 0 {
+			logrus.Infof("pool %s: policy changed, replacing %d container(s)", c.pl.name, len(retired))
+		}
+		ps.destroy(retired)
+	}
+}
+
+// refill starts containers until every pool holds its size, one at a time
+// per pool so a large fill does not starve the sessions being served.
+func (ps *pools) refill(ctx context.Context) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, pl := range ps.byName {
+		if pl.policy == nil || pl.refilling > 0 || len(pl.ready) >= pl.Size {
+			continue
+		}
+		pl.refilling++
+		id := newPoolID()
+		ps.starting[id] = true
+		go ps.startOne(ctx, pl, id)
+	}
+}
+
+func (ps *pools) startOne(ctx context.Context, pl *pool, id string) {
+	for {
+		ps.mu.Lock()
+		p, vars, key := pl.policy, pl.Vars, pl.key
+		ps.mu.Unlock()
+		pc, err := ps.rt.startPooled(id, p, vars)
+		ps.mu.Lock()
+		delete(ps.starting, id)
+		current := ps.byName[pl.name] == pl && pl.policy != nil
+		switch {
+		case err != nil:
+			pl.err = err.Error()
+		case !current || pc.Key != key || pc.Key != pl.key || len(pl.ready) >= pl.Size:
+			ps.mu.Unlock()
+			ps.rt.destroyPooled(pc.ID)
+			ps.mu.Lock()
+		default:
+			pl.ready = append(pl.ready, pc)
+			pl.err = ""
+		}
+		more := err == nil && current && ps.byName[pl.name] == pl && len(pl.ready) < pl.Size && ctx.Err() == nil
+		if !more {
+			pl.refilling--
+			ps.mu.Unlock()
+			if err != nil {
+				logrus.Warnf("pool %s: %v", pl.name, err)
+			}
+			return
+		}
+		id = newPoolID()
+		ps.starting[id] = true
+		ps.mu.Unlock()
+	}
+}
+
+// savedPools is pools.json.
+type savedPools struct {
+	Pools []PoolRequest `json:"pools"`
+}
+
+func (ps *pools) save() {
+	ps.mu.Lock()
+	var sp savedPools
+	for _, name := range ps.names() {
+		sp.Pools = append(sp.Pools, ps.byName[name].PoolRequest)
+	}
+	ps.mu.Unlock()
+	data, _ := json.MarshalIndent(sp, "", "  ")
+	ps.rt.makePoolDir()
+	tmp := ps.statePath() + ".tmp"
+	if os.WriteFile(tmp, data, 0o600) == nil {
+		os.Rename(tmp, ps.statePath())
+	}
+}
+
+// adopt restores the pools of pools.json and of the configuration file,
+// re-adopts the ready containers that still match one and reaps the rest:
+// containers whose claim was cut short, whose sandbox died, or whose
+// policy changed while no daemon watched.
+func (ps *pools) adopt(config []PoolRequest, audit func(id string, err error)) {
+	var reqs []PoolRequest
+	if data, err := os.ReadFile(ps.statePath()); err == nil {
+		var sp savedPools
+		if err := json.Unmarshal(data, &sp); err == nil {
+			reqs = append(reqs, sp.Pools...)
+		}
+	}
+	reqs = append(reqs, config...)
+	for _, r := range reqs {
+		if err := ps.set(r); err != nil {
+			logrus.Warnf("pool %s: %v", poolName(r.Files), err)
+		}
+	}
+	for _, id := range ps.rt.pooledIDs() {
+		pc, err := ps.rt.loadPooled(id)
+		if err == nil {
+			err = ps.readopt(pc)
+		}
+		if err != nil {
+			logrus.Warnf("reaping pooled container %s: %v", id, err)
+			ps.rt.destroyPooled(id)
+			audit(id, err)
+			continue
+		}
+		logrus.Infof("re-adopted pooled container %s", id)
+	}
+}
+
+func (ps *pools) readopt(pc *pooled) error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, name := range ps.names() {
+		pl := ps.byName[name]
+		if pl.key == pc.Key && len(pl.ready) < pl.Size {
+			pl.ready = append(pl.ready, pc)
+			return nil
+		}
+	}
+	return errors.New("no pool wants it (its policy changed, or the pool was drained or shrunk)")
+}
+
+// gc removes pooled containers and folders the pools do not own.
+func (ps *pools) gc(live map[string]bool) ([]string, error) {
+	var removed []string
+	var errs []error
+	for _, id := range ps.rt.pooledIDs() {
+		if live[id] {
+			continue
+		}
+		if err := ps.rt.destroyPooled(id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, "pooled container "+id)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// AdoptPools starts the pools of the configuration file and of the last
+// `pool fill`s, re-adopting the ready containers a previous daemon left
+// and reaping the rest. Call it before Serve.
+func (d *Daemon) AdoptPools(cfg *Config) {
+	var config []PoolRequest
+	if cfg != nil {
+		config = cfg.Pools
+	}
+	d.pools.adopt(config, func(id string, err error) {
+		d.audit.write(AuditRecord{Event: "pool.reap", Session: id, Error: err.Error()})
+	})
+}
+
+// createSession claims a ready container from a warm pool when one can
+// serve the session, and starts the sandbox cold otherwise: an empty pool,
+// or a claim that fails, is never the caller's error.
+func (d *Daemon) createSession(cfg SessionConfig) (*Session, error) {
+	if d.pools.empty() {
+		return d.rt.Create(cfg)
+	}
+	cs, err := d.rt.newClaimSpec(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if pc := d.pools.take(cs.key, cfg.Policy.Hash()); pc != nil {
+		s, err := d.rt.claimPooled(pc, cfg, cs)
+		d.pools.claimed(pc, err == nil)
+		if err == nil {
+			return s, nil
+		}
+		logrus.Warnf("session %s: claiming pooled container %s failed, starting cold: %v", cfg.ID, pc.ID, err)
+		d.audit.write(AuditRecord{Event: "pool.claim-failed", Session: cfg.ID, Policy: cfg.Policy.Name, Error: err.Error()})
+	}
+	return d.rt.Create(cfg)
+}
+
+func (d *Daemon) poolOp(op string, req *PoolRequest) ([]PoolInfo, error) {
+	switch op {
+	case "pool.fill":
+		if req == nil {
+			return nil, errors.New("pool.fill: no pool given")
+		}
+		if err := d.pools.set(*req); err != nil {
+			return nil, err
+		}
+		d.audit.write(AuditRecord{Event: "pool.fill", Policy: poolName(req.Files)})
+	case "pool.drain":
+		name := ""
+		if req != nil {
+			name = poolName(req.Files)
+		}
+		if err := d.pools.drain(name); err != nil {
+			return nil, err
+		}
+		d.audit.write(AuditRecord{Event: "pool.drain", Policy: name})
+	}
+	claimed := map[string]int{}
+	d.mu.Lock()
+	for _, s := range d.sessions {
+		if s.Pool != "" {
+			claimed[s.Pool]++
+		}
+	}
+	d.mu.Unlock()
+	return d.pools.status(claimed), nil
+}

@@ -1,0 +1,194 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"slices"
+	"sync"
+	"syscall"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// The main goroutine keeps the main thread: setns below runs on threads
+// that die with their goroutine, and the runtime must never hand the main
+// thread (whose namespaces are the process's) to one of them.
+func init() {
+	goruntime.LockOSThread()
+}
+
+// bindLate mounts a claimed session's folders into a running pooled
+// container, exactly as a cold start would have mounted them: each source
+// is cloned in the host's namespace (open_tree), given the mount's flags
+// and id mapping (mount_setattr), then moved onto its destination from a
+// thread that has entered the container's mount namespace (move_mount).
+// Destinations resolve inside the container's root, as runc resolves
+// them, so a symlink in a workspace cannot lead a mount out of it.
+func bindLate(pid int, mounts []specs.Mount) error {
+	if len(mounts) == 0 {
+		return nil
+	}
+	var trees []int
+	defer func() {
+		for _, fd := range trees {
+			unix.Close(fd)
+		}
+	}()
+	for _, m := range mounts {
+		fd, err := cloneMount(m)
+		if err != nil {
+			return fmt.Errorf("late mount %s: %w", m.Destination, err)
+		}
+		trees = append(trees, fd)
+	}
+	ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("late mount: container mount namespace: %w", err)
+	}
+	defer unix.Close(ns)
+	done := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread leaves the process with this
+		// goroutine instead of going back to the scheduler while it is
+		// still in the container's namespace.
+		goruntime.LockOSThread()
+		done <- moveMounts(ns, mounts, trees)
+	}()
+	return <-done
+}
+
+// moveMounts runs on a locked thread it may leave in another namespace.
+func moveMounts(ns int, mounts []specs.Mount, trees []int) error {
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("late mount: unshare: %w", err)
+	}
+	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("late mount: enter the container: %w", err)
+	}
+	for i, m := range mounts {
+		target, err := unix.Openat2(unix.AT_FDCWD, m.Destination, &unix.OpenHow{
+			Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != nil {
+			return fmt.Errorf("late mount %s: mountpoint: %w", m.Destination, err)
+		}
+		err = unix.MoveMount(trees[i], "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+		unix.Close(target)
+		if err != nil {
+			return fmt.Errorf("late mount %s: %w", m.Destination, err)
+		}
+	}
+	return nil
+}
+
+// cloneMount makes a detached copy of a bind mount's source with the
+// mount's options applied.
+func cloneMount(m specs.Mount) (int, error) {
+	if m.Type != "bind" {
+		return -1, fmt.Errorf("only bind mounts are bound late, not %q", m.Type)
+	}
+	recursive := slices.Contains(m.Options, "rbind")
+	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
+	setFlags := uint(unix.AT_EMPTY_PATH)
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+		setFlags |= unix.AT_RECURSIVE
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, flags)
+	if err != nil {
+		return -1, err
+	}
+	attr := unix.MountAttr{Propagation: unix.MS_SLAVE}
+	for _, o := range m.Options {
+		switch o {
+		case "ro":
+			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+		case "nosuid":
+			attr.Attr_set |= unix.MOUNT_ATTR_NOSUID
+		case "nodev":
+			attr.Attr_set |= unix.MOUNT_ATTR_NODEV
+		case "noexec":
+			attr.Attr_set |= unix.MOUNT_ATTR_NOEXEC
+		case "rw", "bind", "rbind":
+		default:
+			unix.Close(fd)
+			return -1, fmt.Errorf("mount option %q is not supported for a late mount", o)
+		}
+	}
+	if len(m.UIDMappings) > 0 || len(m.GIDMappings) > 0 {
+		userns, err := idmapUserns(m.UIDMappings, m.GIDMappings)
+		if err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("id mapping: %w", err)
+		}
+		attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
+		attr.Userns_fd = uint64(userns.Fd())
+	}
+	if err := unix.MountSetattr(fd, "", setFlags, &attr); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("mount_setattr: %w", err)
+	}
+	return fd, nil
+}
+
+// idmapUsernses holds one user namespace per id mapping an idmapped mount
+// needs (one per workspace owner), kept open for the daemon's life.
+var idmapUsernses = struct {
+	sync.Mutex
+	m map[string]*os.File
+}{m: map[string]*os.File{}}
+
+// idmapUserns returns a user namespace with the given mappings: a mount
+// idmapped with it shows files the way the cold path's idmapped mount
+// does (the mapping's container ids are ids on disk, its host ids those
+// the sandbox sees as its own).
+func idmapUserns(uids, gids []specs.LinuxIDMapping) (*os.File, error) {
+	key := fmt.Sprint(uids, gids)
+	idmapUsernses.Lock()
+	defer idmapUsernses.Unlock()
+	if f, ok := idmapUsernses.m[key]; ok {
+		return f, nil
+	}
+	f, err := newUserns(uids, gids)
+	if err != nil {
+		return nil, err
+	}
+	idmapUsernses.m[key] = f
+	return f, nil
+}
+
+// newUserns starts a process in a new user namespace with the mappings,
+// stopped by ptrace before it runs any code of its own, keeps a handle on
+// the namespace and kills the process.
+func newUserns(uids, gids []specs.LinuxIDMapping) (*os.File, error) {
+	goruntime.LockOSThread() // the tracer is this thread
+	defer goruntime.UnlockOSThread()
+	conv := func(in []specs.LinuxIDMapping) []syscall.SysProcIDMap {
+		var out []syscall.SysProcIDMap
+		for _, m := range in {
+			out = append(out, syscall.SysProcIDMap{ContainerID: int(m.ContainerID), HostID: int(m.HostID), Size: int(m.Size)})
+		}
+		return out
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	p, err := os.StartProcess(exe, []string{"warden-userns"}, &os.ProcAttr{Sys: &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWUSER, UidMappings: conv(uids), GidMappings: conv(gids),
+		Ptrace: true, Pdeathsig: syscall.SIGKILL,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	f, openErr := os.Open(fmt.Sprintf("/proc/%d/ns/user", p.Pid))
+	p.Kill()
+	p.Wait()
+	if openErr != nil {
+		return nil, errors.Join(errors.New("user namespace"), openErr)
+	}
+	return f, nil
+}

@@ -1,0 +1,400 @@
+package runtime
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/spec"
+)
+
+// A warm pool's containers are started before anyone asks for them, from
+// the same spec a cold start would generate except for the mounts under
+// the session's own folders ($WORK_DIR at /workspace, $DATA_DIR at /data):
+// those are bound into the running container when a session claims it.
+//
+// Which pooled container may serve a session is decided by content, not by
+// names: the key of a container is a hash of its spec and rootfs without
+// those late mounts (bundle paths and the container's name left out). A
+// claim generates the spec a cold start would use for the session, and
+// takes a container only if its key is the same; whatever would differ
+// (another policy, skill folder or identity, a deny rule that shows
+// elsewhere because of where the workspace is, a write grant under a
+// folder only this workspace has) falls back to a cold start.
+
+// poolDir holds the pool's containers: ROOT/pool/<container>/ with
+// pool.json, the bundle, the agent's socket and log.
+func (rt *Runtime) poolDir() string { return filepath.Join(rt.Root, "pool") }
+
+// placeholder stands for the session folders while a pooled container is
+// generated: an empty folder of root's that no sandbox ever sees.
+func (rt *Runtime) placeholder() string { return filepath.Join(rt.poolDir(), ".empty") }
+
+// makePoolDir creates the pool folder, traversable (not listable) by the
+// sandboxes' host user like the rest of the root, and the placeholder.
+func (rt *Runtime) makePoolDir() error {
+	if err := os.MkdirAll(rt.poolDir(), 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(rt.poolDir(), 0o711); err != nil {
+		return err
+	}
+	if err := os.Mkdir(rt.placeholder(), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// pooled is one ready container of a warm pool, as kept in its pool.json.
+type pooled struct {
+	ID         string        `json:"id"`
+	Key        string        `json:"key"`
+	PolicyName string        `json:"policy"`
+	PolicyHash string        `json:"policyHash"`
+	PolicyTOML string        `json:"policyToml"`
+	Vars       policies.Vars `json:"vars"` // $SKILL_DIR and $HOME; the session folders are placeholders
+	Created    time.Time     `json:"created"`
+}
+
+func (p *pooled) dir(rt *Runtime) string { return filepath.Join(rt.poolDir(), p.ID) }
+
+// isLate reports whether a sandbox path belongs to the session's folders.
+func isLate(dest string) bool {
+	_, work := under(dest, spec.WorkspacePath)
+	_, data := under(dest, spec.DataPath)
+	return work || data
+}
+
+func under(p, dir string) (string, bool) {
+	if p == dir {
+		return ".", true
+	}
+	rel, ok := strings.CutPrefix(p, dir+"/")
+	return rel, ok
+}
+
+var maskNumber = regexp.MustCompile(`/masks/[0-9]+`)
+
+// sessionSpec generates the spec a session's sandbox runs from.
+func (rt *Runtime) sessionSpec(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string) (*spec.Bundle, error) {
+	host, err := spec.DetectHost()
+	if err != nil {
+		return nil, err
+	}
+	if id == (spec.Identity{}) {
+		id = spec.DefaultIdentity
+	}
+	b, err := spec.Generate(spec.Options{
+		Policy: p, Vars: vars, Host: host, BundleDir: bundleDir, Identity: id,
+		Agent: rt.Binary, CgroupsPath: rt.cgroupPath(container), Hostname: "sandbox",
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.Spec.Process.Args = agentArgs(b.Spec)
+	return b, nil
+}
+
+// poolView splits a generated bundle into the key of the pooled container
+// that can serve it and the mounts a claim binds late, in the order the
+// spec mounts them.
+func poolView(b *spec.Bundle, bundleDir string) (key string, late []specs.Mount, err error) {
+	var sp specs.Spec
+	data, err := json.Marshal(b.Spec)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := json.Unmarshal(data, &sp); err != nil {
+		return "", nil, err
+	}
+	var base []specs.Mount
+	for _, m := range sp.Mounts {
+		if isLate(m.Destination) {
+			late = append(late, m)
+		} else {
+			base = append(base, m)
+		}
+	}
+	sp.Mounts = base
+	if sp.Linux != nil {
+		sp.Linux.CgroupsPath = ""
+	}
+	view, err := json.Marshal(struct {
+		Spec   *specs.Spec
+		Rootfs []spec.Entry
+	}{&sp, b.Rootfs})
+	if err != nil {
+		return "", nil, err
+	}
+	text := strings.ReplaceAll(string(view), bundleDir, "$BUNDLE")
+	text = maskNumber.ReplaceAllString(text, "/masks/N")
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:12]), late, nil
+}
+
+// poolKey is the key of the containers a pool keeps for a policy, its
+// skill folder and $HOME.
+func (rt *Runtime) poolKey(p *policies.Policy, vars policies.Vars) (string, error) {
+	if err := rt.makePoolDir(); err != nil {
+		return "", err
+	}
+	vars.WorkDir, vars.DataDir = rt.placeholder(), rt.placeholder()
+	dir := filepath.Join(rt.poolDir(), "key")
+	b, err := rt.sessionSpec(p, vars, spec.Identity{}, "key", dir)
+	if err != nil {
+		return "", err
+	}
+	key, _, err := poolView(b, dir)
+	return key, err
+}
+
+func newPoolID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "pool-" + hex.EncodeToString(b[:])
+}
+
+// startPooled starts one warm container for a policy: the agent runs, but
+// waits for a claim to bind the session's folders and seal it before it
+// runs any command.
+func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars) (_ *pooled, err error) {
+	if err := rt.makePoolDir(); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(rt.poolDir(), id)
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			rt.destroyPooled(id)
+		}
+	}()
+	vars.WorkDir, vars.DataDir = rt.placeholder(), rt.placeholder()
+	bundleDir := filepath.Join(dir, "bundle")
+	b, err := rt.sessionSpec(p, vars, spec.Identity{}, id, bundleDir)
+	if err != nil {
+		return nil, err
+	}
+	key, _, err := poolView(b, bundleDir)
+	if err != nil {
+		return nil, err
+	}
+	var base []specs.Mount
+	for _, m := range b.Spec.Mounts {
+		if !isLate(m.Destination) {
+			base = append(base, m)
+		}
+	}
+	b.Spec.Mounts = base
+	b.Spec.Process.Args = append(b.Spec.Process.Args, "--pooled")
+	if err := spec.WriteBundle(bundleDir, b); err != nil {
+		return nil, err
+	}
+	text, err := p.TOML()
+	if err != nil {
+		return nil, err
+	}
+	vars.WorkDir, vars.DataDir = "", ""
+	pc := &pooled{ID: id, Key: key, PolicyName: p.Name, PolicyHash: p.Hash(), PolicyTOML: string(text), Vars: vars, Created: time.Now().UTC()}
+	data, err := json.MarshalIndent(pc, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pool.json"), data, 0o600); err != nil {
+		return nil, err
+	}
+	s := &Session{ID: id, rt: rt, home: dir}
+	if err := rt.startContainer(s, b.Spec, bundleDir); err != nil {
+		return nil, err
+	}
+	return pc, nil
+}
+
+// loadPooled re-adopts a ready container a previous daemon left. One that
+// a claim had begun to bind (it has a session.json) or whose sandbox died
+// is an error: the caller reaps it.
+func (rt *Runtime) loadPooled(id string) (*pooled, error) {
+	dir := filepath.Join(rt.poolDir(), id)
+	if _, err := os.Stat(filepath.Join(dir, "session.json")); err == nil {
+		return nil, errors.New("a claim was under way when the daemon stopped")
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "pool.json"))
+	if err != nil {
+		return nil, err
+	}
+	pc := &pooled{}
+	if err := json.Unmarshal(data, pc); err != nil || pc.ID != id {
+		return nil, fmt.Errorf("pool.json: bad state (%v)", err)
+	}
+	c, err := libcontainer.Load(rt.containersDir(), id)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := c.Status(); err != nil || st != libcontainer.Running {
+		return nil, fmt.Errorf("sandbox is not running (%v)", st)
+	}
+	return pc, nil
+}
+
+// pooledIDs lists the containers under the pool folder.
+func (rt *Runtime) pooledIDs() []string {
+	entries, _ := os.ReadDir(rt.poolDir())
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && CheckID(e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
+}
+
+// destroyPooled removes a pooled container and its folder.
+func (rt *Runtime) destroyPooled(id string) error {
+	var errs []error
+	if c, err := libcontainer.Load(rt.containersDir(), id); err == nil {
+		if err := killAndDestroy(c); err != nil {
+			errs = append(errs, fmt.Errorf("destroy container: %w", err))
+		}
+	}
+	if err := removeSessionDir(filepath.Join(rt.poolDir(), id)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// claimSpec is what a claim needs to know about a session: the key of
+// the pooled containers that can serve it and the mounts to bind late.
+type claimSpec struct {
+	key       string
+	late      []specs.Mount
+	bundle    *spec.Bundle
+	bundleDir string
+}
+
+// newClaimSpec generates the spec a cold start of the session would use.
+func (rt *Runtime) newClaimSpec(cfg SessionConfig) (*claimSpec, error) {
+	bundleDir := filepath.Join(rt.sessionDir(cfg.ID), "late")
+	b, err := rt.sessionSpec(cfg.Policy, cfg.Vars, cfg.Identity, cfg.ID, bundleDir)
+	if err != nil {
+		return nil, err
+	}
+	key, late, err := poolView(b, bundleDir)
+	if err != nil {
+		return nil, err
+	}
+	return &claimSpec{key: key, late: late, bundle: b, bundleDir: bundleDir}, nil
+}
+
+// ErrPoolMismatch says a pooled container cannot serve a session: its
+// sandbox would differ from the session's cold-started one.
+var ErrPoolMismatch = errors.New("the pooled container does not match the session's sandbox")
+
+// claimPooled turns a ready container into the session cfg describes. On
+// error the container is gone and the caller starts the session cold.
+//
+// Order matters for a crash at any point: session.json in the pool folder
+// marks the container as taken (a restarted daemon reaps it), then the
+// session's folders are bound and the agent sealed, and only then does the
+// folder move to sessions/ID, where a restarted daemon re-adopts it.
+func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ *Session, err error) {
+	dir := pc.dir(rt)
+	defer func() {
+		if err != nil {
+			rt.destroyPooled(pc.ID)
+		}
+	}()
+	if cs.key != pc.Key {
+		return nil, ErrPoolMismatch
+	}
+	// The masks are written where the session's folder is now, and the
+	// spec names where it will be.
+	late := make([]specs.Mount, len(cs.late))
+	for i, m := range cs.late {
+		if rel, ok := under(m.Source, cs.bundleDir); ok {
+			m.Source = filepath.Join(dir, "late", rel)
+		}
+		late[i] = m
+	}
+	c, err := libcontainer.Load(rt.containersDir(), pc.ID)
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.State()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Identity == (spec.Identity{}) {
+		cfg.Identity = spec.DefaultIdentity
+	}
+	s := &Session{
+		ID: cfg.ID, PolicyName: cfg.Policy.Name, PolicyHash: cfg.Policy.Hash(), PolicyTOML: pc.PolicyTOML,
+		Vars: cfg.Vars, Created: time.Now().UTC(), Identity: cfg.Identity, Container: pc.ID, Pool: pc.Key,
+		rt: rt, home: dir, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: cs.bundle.Spec.Process.Env,
+		container: c, lastUsed: time.Now(),
+	}
+	if err := s.save(); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(filepath.Join(dir, "late"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := spec.WriteMasks(filepath.Join(dir, "late"), cs.bundle); err != nil {
+		return nil, err
+	}
+	if err := bindLate(st.InitProcessPid, late); err != nil {
+		return nil, err
+	}
+	// Egress: when a policy's network.allow needs the host-side proxy, its
+	// listener is created in the container's network namespace here, as a
+	// cold start creates it at session create, before the seal below lets
+	// any sandboxed code run.
+	if err := s.seal(); err != nil {
+		return nil, err
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, rt.sessionDir(cfg.ID), unix.RENAME_NOREPLACE); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%w: %s", ErrSessionExists, cfg.ID)
+		}
+		return nil, err
+	}
+	s.home = ""
+	return s, nil
+}
+
+// seal tells a pooled agent that its session's folders are bound: it
+// applies Landlock, then accepts commands.
+func (s *Session) seal() error {
+	conn, err := dialPacket(s.socketPath())
+	if err != nil {
+		return fmt.Errorf("agent unreachable: %w", err)
+	}
+	defer conn.Close()
+	if err := send(conn, execRequest{Seal: true}); err != nil {
+		return err
+	}
+	var ev execEvent
+	files, err := receive(conn, &ev)
+	closeAll(files)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if ev.Error != "" {
+		return fmt.Errorf("agent: %s", ev.Error)
+	}
+	return nil
+}
