@@ -2,6 +2,8 @@ package integration
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -188,6 +190,7 @@ func (r *wardenRoot) teardown() {
 		for id := range ids {
 			r.warden("session", "rm", "--force", id)
 		}
+		r.warden("pool", "drain")
 		for _, pid := range r.processes() {
 			syscall.Kill(pid, syscall.SIGTERM)
 		}
@@ -208,7 +211,7 @@ func (r *wardenRoot) assertClean(stopped bool) {
 		if pids := cgroupProcesses(id); len(pids) > 0 {
 			t.Errorf("session %s: processes left in its cgroup: %v", id, pids)
 		}
-		if dirs, _ := filepath.Glob("/sys/fs/cgroup/*/warden/" + id); len(dirs) > 0 {
+		if dirs, _ := filepath.Glob("/sys/fs/cgroup/*/warden/*/" + id); len(dirs) > 0 {
 			t.Errorf("session %s: cgroups left: %v", id, dirs)
 		}
 		for _, d := range []string{"sessions", "containers"} {
@@ -236,13 +239,20 @@ func cgroupProcesses(id string) []int {
 			continue
 		}
 		for _, line := range strings.Split(string(data), "\n") {
-			if strings.HasSuffix(line, ":/warden/"+id) {
+			if strings.Contains(line, ":/warden/") && strings.HasSuffix(line, "/"+id) {
 				pids = append(pids, pid)
 				break
 			}
 		}
 	}
 	return pids
+}
+
+// cgroup is a container's cgroup folder in one hierarchy: warden names
+// them /warden/<root tag>/<container>, the tag a hash of the state root.
+func (r *wardenRoot) cgroup(controller, container string) string {
+	sum := sha256.Sum256([]byte(r.root))
+	return filepath.Join("/sys/fs/cgroup", controller, "warden", hex.EncodeToString(sum[:6]), container)
 }
 
 func mountsBelow(dir string) []string {

@@ -277,7 +277,7 @@ func TestSessionPidsLimit(t *testing.T) {
 	if time.Since(start) > 10*time.Second {
 		t.Errorf("fork bomb took %s", time.Since(start))
 	}
-	pids, err := os.ReadFile("/sys/fs/cgroup/pids/warden/" + id + "/pids.events")
+	pids, err := os.ReadFile(r.cgroup("pids", id) + "/pids.events")
 	if err != nil || !strings.Contains(string(pids), "max") || strings.Contains(string(pids), "max 0") {
 		t.Errorf("pids limit was never hit: pids.events %q (%v)", pids, err)
 	}
@@ -698,7 +698,7 @@ func TestSessionDo(t *testing.T) {
 }
 
 func doCgroups() []string {
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/warden/do-*")
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/warden/*/do-*")
 	return dirs
 }
 

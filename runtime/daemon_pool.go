@@ -161,21 +161,34 @@ func loadPoolPolicy(files []string) (*policies.Policy, []byte, error) {
 func (ps *pools) drain(name string) error {
 	ps.mu.Lock()
 	var retired []*pooled
-	found := false
+	var drained []*pool
 	for n, pl := range ps.byName {
 		if name == "" || n == name {
-			found = true
+			drained = append(drained, pl)
 			retired = append(retired, pl.ready...)
 			pl.ready = nil
 			delete(ps.byName, n)
 		}
 	}
 	ps.mu.Unlock()
-	if name != "" && !found {
+	if name != "" && len(drained) == 0 {
 		return fmt.Errorf("no pool for %s; see `warden pool status`", name)
 	}
 	err := ps.destroy(retired)
 	ps.save()
+	// A container still starting for a drained pool is stopped by its
+	// starter; wait for that, so nothing of the pool outlives the drain.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		ps.mu.Lock()
+		busy := 0
+		for _, pl := range drained {
+			busy += pl.refilling
+		}
+		ps.mu.Unlock()
+		if busy == 0 {
+			break
+		}
+	}
 	return err
 }
 

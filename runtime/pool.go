@@ -270,6 +270,18 @@ func (rt *Runtime) destroyPooled(id string) error {
 		if err := killAndDestroy(c); err != nil {
 			errs = append(errs, fmt.Errorf("destroy container: %w", err))
 		}
+	} else if err := os.RemoveAll(filepath.Join(rt.containersDir(), id)); err != nil {
+		errs = append(errs, err) // a start that failed half-way
+	}
+	// A start cut short (a daemon killed in the middle) leaves cgroups,
+	// and maybe a process in them, that libcontainer does not know of.
+	for _, base := range []string{"/sys/fs/cgroup/*", "/sys/fs/cgroup"} {
+		dirs, _ := filepath.Glob(base + rt.cgroupPath(id))
+		for _, dir := range dirs {
+			if err := removeCgroup(dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	if err := removeSessionDir(filepath.Join(rt.poolDir(), id)); err != nil {
 		errs = append(errs, err)

@@ -1,0 +1,190 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type poolInfo struct {
+	Policy    string   `json:"policy"`
+	Files     []string `json:"files"`
+	Key       string   `json:"key"`
+	Size      int      `json:"size"`
+	Ready     int      `json:"ready"`
+	Claimed   int      `json:"claimed"`
+	Refilling int      `json:"refilling"`
+	Hits      int      `json:"hits"`
+	Misses    int      `json:"misses"`
+	Error     string   `json:"error"`
+}
+
+func (r *wardenRoot) poolStatus() []poolInfo {
+	r.t.Helper()
+	res := r.warden("pool", "status", "--format", "json")
+	if res.Exit != 0 {
+		r.t.Fatalf("pool status: exit %d: %s", res.Exit, res.Stderr)
+	}
+	var out []poolInfo
+	if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
+		r.t.Fatalf("pool status --format json: %v\n%s", err, res.Stdout)
+	}
+	return out
+}
+
+func (r *wardenRoot) fill(policyFile string, size int) {
+	r.t.Helper()
+	if res := r.warden("pool", "fill", "--policy", policyFile, "--size", strconv.Itoa(size)); res.Exit != 0 {
+		r.t.Fatalf("pool fill: exit %d: %s", res.Exit, res.Stderr)
+	}
+}
+
+// waitPool waits until the only pool holds n ready containers and starts
+// no more, and returns its status.
+func (r *wardenRoot) waitPool(n int) poolInfo {
+	r.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st := r.poolStatus()
+		if len(st) == 1 && st[0].Ready == n && st[0].Refilling == 0 {
+			return st[0]
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("pool never reached %d ready containers: %+v", n, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pooledIDs lists the containers in the root's pool folder.
+func (r *wardenRoot) pooledIDs() []string {
+	entries, _ := os.ReadDir(filepath.Join(r.root, "pool"))
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "pool-") {
+			ids = append(ids, e.Name())
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// container is the libcontainer id behind a session: its own, or the pooled
+// container's it claimed.
+func (r *wardenRoot) container(id string) string {
+	r.t.Helper()
+	data, err := os.ReadFile(filepath.Join(r.root, "sessions", id, "session.json"))
+	if err != nil {
+		r.t.Fatalf("session %s: %v", id, err)
+	}
+	var s struct {
+		Container string `json:"container"`
+	}
+	json.Unmarshal(data, &s)
+	if s.Container == "" {
+		return id
+	}
+	return s.Container
+}
+
+// cgroupsOfRoot lists the cgroup folders of the root's containers in every
+// hierarchy.
+func (r *wardenRoot) cgroupsOfRoot() []string {
+	tag := filepath.Base(filepath.Dir(r.cgroup("memory", "x")))
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/warden/" + tag + "/*")
+	var out []string
+	for _, d := range dirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// assertNoPool checks no pooled container, cgroup or container state of
+// the root is left.
+func (r *wardenRoot) assertNoPool() {
+	r.t.Helper()
+	if ids := r.pooledIDs(); len(ids) > 0 {
+		r.t.Errorf("pooled containers left: %v", ids)
+	}
+	if cg := r.cgroupsOfRoot(); len(cg) > 0 {
+		r.t.Errorf("cgroups left: %v", cg)
+	}
+	entries, _ := os.ReadDir(filepath.Join(r.root, "containers"))
+	if len(entries) > 0 {
+		r.t.Errorf("container state left: %d entries", len(entries))
+	}
+}
+
+var (
+	mountIDs   = regexp.MustCompile(`^\d+ \d+ `)
+	anonDev    = regexp.MustCompile(`^0:\d+ `) // each container's own proc, tmpfs, devpts
+	statePaths = regexp.MustCompile(`/(sessions|pool)/[^/ ]+/(bundle|late)/`)
+	peerGroups = regexp.MustCompile(`(shared|master|propagate_from):\d+`)
+)
+
+// normalMountinfo is a sandbox's /proc/self/mountinfo without what names
+// one container: mount ids, the session's state folder, peer group numbers,
+// the numbers of its own anonymous file systems, the order in which the
+// mounts were made.
+func normalMountinfo(text, sessionDir string) []string {
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		line = mountIDs.ReplaceAllString(line, "")
+		line = anonDev.ReplaceAllString(line, "0:N ")
+		line = statePaths.ReplaceAllString(line, "/STATE/")
+		line = regexp.MustCompile(`/STATE/masks/\d+`).ReplaceAllString(line, "/STATE/masks/N")
+		line = peerGroups.ReplaceAllString(line, "$1:N")
+		out = append(out, line)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// leaks counts what a root's sessions hold on the host.
+type leaks struct {
+	Mounts, Cgroups, Netns, Processes, DaemonFDs, StateFiles int
+}
+
+func leakCounts(r *wardenRoot) leaks {
+	var l leaks
+	data, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, r.root) {
+			l.Mounts++
+		}
+	}
+	cgroups := r.cgroupsOfRoot()
+	l.Cgroups = len(cgroups)
+	netns := map[string]bool{}
+	for _, d := range cgroups {
+		if !strings.Contains(d, "/memory/") {
+			continue
+		}
+		procs, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		for _, pid := range strings.Fields(string(procs)) {
+			l.Processes++
+			if ns, err := os.Readlink("/proc/" + pid + "/ns/net"); err == nil {
+				netns[ns] = true
+			}
+		}
+	}
+	l.Netns = len(netns)
+	for _, pid := range r.processes() {
+		fds, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+		l.DaemonFDs += len(fds)
+	}
+	filepath.WalkDir(r.root, func(p string, d os.DirEntry, err error) error {
+		if err == nil {
+			l.StateFiles++
+		}
+		return nil
+	})
+	return l
+}
