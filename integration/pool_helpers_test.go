@@ -176,9 +176,19 @@ func leakCounts(r *wardenRoot) leaks {
 		}
 	}
 	l.Netns = len(netns)
-	for _, pid := range r.processes() {
-		fds, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
-		l.DaemonFDs += len(fds)
+	// The fewest descriptors over a moment: a connection of the caller's
+	// last request may still be closing.
+	l.DaemonFDs = -1
+	for i := 0; i < 10; i++ {
+		n := 0
+		for _, pid := range r.processes() {
+			fds, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+			n += len(fds)
+		}
+		if l.DaemonFDs < 0 || n < l.DaemonFDs {
+			l.DaemonFDs = n
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	filepath.WalkDir(r.root, func(p string, d os.DirEntry, err error) error {
 		if err == nil {

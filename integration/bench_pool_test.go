@@ -1,0 +1,325 @@
+package integration
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+// poolBench drives one private root's daemon through the Go client, the
+// way an agent platform would, so the rows time warden and not a CLI
+// process start.
+type poolBench struct {
+	b      *testing.B
+	dir    string
+	root   string
+	policy string // file
+	text   string
+	vars   policies.Vars
+	c      *runtime.Client
+}
+
+func newPoolBench(b *testing.B) *poolBench {
+	dir := tempDir(b)
+	pb := &poolBench{b: b, dir: dir, root: filepath.Join(dir, "root"), policy: filepath.Join(dir, "bench.toml"), text: benchPolicy}
+	ws := filepath.Join(dir, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(pb.policy, []byte(benchPolicy), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	home, _ := os.UserHomeDir()
+	pb.vars = policies.Vars{SkillDir: dir, WorkDir: ws, Home: home}
+	pb.c = &runtime.Client{Root: pb.root, Binary: wardenBinary}
+	return pb
+}
+
+func (pb *poolBench) create(id string) error {
+	_, err := pb.c.Call(runtime.Request{Op: "create", ID: id, Create: &runtime.CreateRequest{PolicyTOML: pb.text, Vars: pb.vars}})
+	return err
+}
+
+func (pb *poolBench) remove(id string) error {
+	_, err := pb.c.Call(runtime.Request{Op: "remove", ID: id, Force: true})
+	return err
+}
+
+func (pb *poolBench) exec(id string) error {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	res, err := pb.c.Exec(id, nil, runtime.ExecRequest{Argv: []string{"/bin/true"}}, []*os.File{null, null, null}, nil, nil)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Error)
+	}
+	return err
+}
+
+func (pb *poolBench) fill(size int) {
+	vars := pb.vars
+	vars.WorkDir = ""
+	if _, err := pb.c.Call(runtime.Request{Op: "pool.fill", Pool: &runtime.PoolRequest{Files: []string{pb.policy}, Vars: vars, Size: size}}); err != nil {
+		pb.b.Fatal(err)
+	}
+}
+
+func (pb *poolBench) status() runtime.PoolInfo {
+	r, err := pb.c.Call(runtime.Request{Op: "pool.status"})
+	if err != nil || len(r.Pools) != 1 {
+		pb.b.Fatalf("pool status: %v %+v", err, r.Pools)
+	}
+	return r.Pools[0]
+}
+
+// waitFull waits until the pool holds n ready containers and starts none.
+func (pb *poolBench) waitFull(n int) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		st := pb.status()
+		if st.Ready >= n && st.Refilling == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			pb.b.Fatalf("pool never filled: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stop drains the pools, removes the sessions and ends the daemon.
+func (pb *poolBench) stop() {
+	pb.c.Call(runtime.Request{Op: "pool.drain"})
+	if r, err := pb.c.Call(runtime.Request{Op: "list"}); err == nil {
+		for _, s := range r.Sessions {
+			pb.remove(s.ID)
+		}
+	}
+	w := &wardenRoot{root: pb.root}
+	for _, pid := range w.processes() {
+		syscall.Kill(pid, syscall.SIGTERM)
+	}
+}
+
+// timed runs setup (untimed), f (timed) and teardown (untimed) n times and
+// returns the median and 99th percentile of f.
+func timed(n int, setup func(i int) error, f func(i int) error, teardown func(i int) error) (p50, p99 time.Duration, err error) {
+	var d []time.Duration
+	for i := 0; i < n; i++ {
+		if setup != nil {
+			if err := setup(i); err != nil {
+				return 0, 0, err
+			}
+		}
+		start := time.Now()
+		if err := f(i); err != nil {
+			return 0, 0, err
+		}
+		d = append(d, time.Since(start))
+		if teardown != nil {
+			if err := teardown(i); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[len(d)/2], d[len(d)*99/100], nil
+}
+
+// BenchmarkPool: session create from a warm pool and cold, beside `runc
+// run` of /bin/true in the same run; exec latency with 200 sessions; idle
+// memory per warm container; churn with leak counts.
+func BenchmarkPool(b *testing.B) {
+	const runs = 60
+	pb := newPoolBench(b)
+	defer pb.stop()
+	id := func(kind string) func(int) string {
+		return func(i int) string { return kind + "-" + strconv.Itoa(i) }
+	}
+	cold, warm := id("cold"), id("warm")
+	var rows []benchRow
+	add := func(name, note string, p50, p99 time.Duration, err error) {
+		if err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+		rows = append(rows, benchRow{name, p50, p99, note})
+	}
+
+	// runc run of /bin/true: the baseline.
+	bundle := filepath.Join(pb.dir, "runc-bundle")
+	if err := runQuiet(wardenBinary, "bundle", "--policy", pb.policy, "--workspace", pb.vars.WorkDir, "--out", bundle, "--", "/bin/true")(); err != nil {
+		b.Fatal(err)
+	}
+	state := filepath.Join(pb.dir, "runc-state")
+	p50, p99, err := timed(runs, nil, func(i int) error {
+		return runQuiet(runcBinary, "--root", state, "run", "--bundle", bundle, "bench-run-"+strconv.Itoa(i))()
+	}, nil)
+	add("runc run /bin/true (baseline)", filepath.Base(runcBinary), p50, p99, err)
+
+	p50, p99, err = timed(runs, nil, func(i int) error { return pb.create(cold(i)) }, func(i int) error { return pb.remove(cold(i)) })
+	add("session create, cold", "target p50 <= 30 ms", p50, p99, err)
+
+	pb.fill(4)
+	p50, p99, err = timed(runs, func(int) error { pb.waitFull(4); return nil },
+		func(i int) error { return pb.create(warm(i)) }, func(i int) error { return pb.remove(warm(i)) })
+	add("session create, warm pool", "target p50 <= 5 ms", p50, p99, err)
+	st := pb.status()
+	printTable(b, "session create", rows[0].p50, rows)
+	fmt.Printf("pool: %d hits, %d misses over %d warm creates\n", st.Hits, st.Misses, runs)
+	fmt.Printf("warm create p50 %.2f ms (target <= 5), cold create p50 %.2f ms (target <= 30); warm / runc run %.3f, cold / runc run %.3f\n",
+		ms(rows[2].p50), ms(rows[1].p50), float64(rows[2].p50)/float64(rows[0].p50), float64(rows[1].p50)/float64(rows[0].p50))
+
+	pb.benchScale(200)
+	pb.benchIdleMemory(20)
+	pb.benchChurn(1000)
+}
+
+// benchScale compares exec latency with one session and with n.
+func (pb *poolBench) benchScale(n int) {
+	b := pb.b
+	pb.fill(0)
+	ids := []string{"scale-0"}
+	if err := pb.create(ids[0]); err != nil {
+		b.Fatal(err)
+	}
+	one50, _, err := timed(benchRuns, nil, func(int) error { return pb.exec(ids[0]) }, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for i := 1; i < n; i++ {
+		id := "scale-" + strconv.Itoa(i)
+		if err := pb.create(id); err != nil {
+			b.Fatalf("session %d: %v", i, err)
+		}
+		ids = append(ids, id)
+	}
+	created := time.Since(start)
+	many50, many99, err := timed(benchRuns, nil, func(i int) error { return pb.exec(ids[i%len(ids)]) }, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("\nexec /bin/true p50: 1 session %.2f ms; %d sessions %.2f ms (p99 %.2f), ratio %.2f (target <= 1.2); %d sessions created in %s\n",
+		ms(one50), n, ms(many50), ms(many99), float64(many50)/float64(one50), n-1, created.Round(time.Millisecond))
+	for _, id := range ids {
+		if err := pb.remove(id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchIdleMemory measures a warm container's cost: its cgroup's memory
+// usage plus its share of the daemon's resident memory.
+func (pb *poolBench) benchIdleMemory(n int) {
+	b := pb.b
+	pb.fill(0)
+	pb.waitFull(0)
+	daemonBefore := pb.daemonRSS()
+	pb.fill(n)
+	pb.waitFull(n)
+	time.Sleep(time.Second) // let the agents settle
+	daemonAfter := pb.daemonRSS()
+	sum := sha256.Sum256([]byte(pb.root))
+	tag := hex.EncodeToString(sum[:6])
+	var total int64
+	var count int
+	entries, _ := os.ReadDir(filepath.Join(pb.root, "pool"))
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "pool-") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory/warden", tag, e.Name(), "memory.usage_in_bytes"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		v, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		total += v
+		count++
+	}
+	if count != n {
+		b.Fatalf("%d pooled containers, want %d", count, n)
+	}
+	perCgroup := float64(total) / float64(count) / (1 << 20)
+	daemonShare := float64(daemonAfter-daemonBefore) / float64(n) / (1 << 20)
+	if daemonShare < 0 {
+		daemonShare = 0
+	}
+	fmt.Printf("\nidle memory per warm container (%d): cgroup %.2f MiB + daemon share %.2f MiB = %.2f MiB (target <= 2)\n",
+		n, perCgroup, daemonShare, perCgroup+daemonShare)
+	pb.fill(0)
+	pb.waitFull(0)
+}
+
+func (pb *poolBench) daemonRSS() int64 {
+	w := &wardenRoot{root: pb.root}
+	var rss int64
+	for _, pid := range w.processes() {
+		data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				rss += kb << 10
+			}
+		}
+	}
+	return rss
+}
+
+// benchChurn runs create -> exec -> rm cycles through a pool of 2 and
+// counts what is left.
+func (pb *poolBench) benchChurn(n int) {
+	b := pb.b
+	pb.fill(2)
+	pb.waitFull(2)
+	w := &wardenRoot{root: pb.root}
+	cycle := func(i int) error {
+		id := "churn-" + strconv.Itoa(i)
+		if err := pb.create(id); err != nil {
+			return err
+		}
+		if err := pb.exec(id); err != nil {
+			return err
+		}
+		return pb.remove(id)
+	}
+	for i := 0; i < 3; i++ {
+		if err := cycle(-1 - i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pb.waitFull(2)
+	st0 := pb.status()
+	before := leakCounts(w)
+	start := time.Now()
+	p50, p99, err := timed(n, nil, cycle, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	pb.waitFull(2)
+	after := leakCounts(w)
+	st := pb.status()
+	fmt.Printf("\nchurn: %d create -> exec -> rm cycles in %s (cycle p50 %.2f ms, p99 %.2f ms), %d from the pool, %d cold\n",
+		n, elapsed.Round(time.Millisecond), ms(p50), ms(p99), st.Hits-st0.Hits, st.Misses-st0.Misses)
+	fmt.Printf("churn leaks (before -> after): mounts %d -> %d, cgroups %d -> %d, netns %d -> %d, processes %d -> %d, daemon fds %d -> %d, state files %d -> %d\n",
+		before.Mounts, after.Mounts, before.Cgroups, after.Cgroups, before.Netns, after.Netns,
+		before.Processes, after.Processes, before.DaemonFDs, after.DaemonFDs, before.StateFiles, after.StateFiles)
+	if before != after {
+		b.Errorf("churn leaked: %+v -> %+v", before, after)
+	}
+	exec.Command("true").Run()
+}
