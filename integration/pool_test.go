@@ -535,8 +535,17 @@ func TestPoolChurn(t *testing.T) {
 			t.Fatalf("cycle %d: rm: %s", i, res.Stderr)
 		}
 	}
-	for i := 0; i < 3; i++ { // warm up: the daemon's caches
+	// Warm up the daemon's one-time state (libcontainer's, the id
+	// mapping of the workspace's owner) on both paths: pooled and cold.
+	for i := 0; i < 3; i++ {
 		cycle(i)
+	}
+	var warm []string
+	for i := 0; i < 3; i++ {
+		warm = append(warm, r.create("warm", policy, ws))
+	}
+	for _, id := range warm {
+		r.warden("session", "rm", id)
 	}
 	r.waitPool(2)
 	before := leakCounts(r)

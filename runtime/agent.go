@@ -13,6 +13,9 @@ import (
 	"sync"
 	"syscall"
 
+	goruntime "runtime"
+	"runtime/debug"
+
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
@@ -34,9 +37,10 @@ type AgentConfig struct {
 	// execve of them, and this stops the dynamic loader (see programs.go).
 	HiddenPrograms []string
 	// Pooled defers Landlock until the host has bound the session's
-	// folders (a warm pool's claim) and says so with a seal request;
-	// until then no command runs. Landlock's rules attach to the files
-	// present when they are made, so they must see the late mounts.
+	// folders (a warm pool's claim) and says so with a seal request, or
+	// until the first command, whichever comes first. Landlock's rules
+	// attach to the files present when they are made, so they must see
+	// the late mounts; the host sends no command before them.
 	Pooled bool
 }
 
@@ -47,6 +51,10 @@ func RunAgent(cfg AgentConfig) error {
 	if os.Getpid() != 1 {
 		return errors.New("the agent runs only as a sandbox's PID 1")
 	}
+	// An idle sandbox should cost little: the agent only forks and waits,
+	// so one P is plenty, and what the binary's start-up allocated goes
+	// back to the kernel before the agent waits (see trimMemory).
+	goruntime.GOMAXPROCS(1)
 	f := os.NewFile(agentListenerFD, "agent-listener")
 	unix.CloseOnExec(agentListenerFD)
 	l, err := net.FileListener(f)
@@ -80,6 +88,7 @@ func RunAgent(cfg AgentConfig) error {
 		}
 		a.sealed = true
 	}
+	trimMemory()
 	for {
 		conn, err := ln.AcceptUnix()
 		if err != nil {
@@ -115,12 +124,6 @@ func (a *agent) seal() error {
 	}
 	a.sealed = true
 	return nil
-}
-
-func (a *agent) isSealed() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sealed
 }
 
 // reap collects every child, its own commands and reparented orphans, and
@@ -171,8 +174,9 @@ func (a *agent) serve(conn *net.UnixConn) {
 		send(conn, ev)
 		return
 	}
-	if !a.isSealed() {
-		send(conn, execEvent{Error: "the sandbox is a warm pool container that no session has claimed yet", Code: 125})
+	// A pooled sandbox seals before its first command at the latest.
+	if err := a.seal(); err != nil {
+		send(conn, execEvent{Error: err.Error(), Code: 125})
 		return
 	}
 	pid, master, done, ev := a.start(&req, files)
@@ -439,4 +443,10 @@ func existing(paths []string) []string {
 		}
 	}
 	return out
+}
+
+// trimMemory returns the start-up garbage to the kernel: a warm pool keeps
+// many agents idle, each charged for what it holds.
+func trimMemory() {
+	debug.FreeOSMemory()
 }

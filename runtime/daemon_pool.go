@@ -195,6 +195,7 @@ func (ps *pools) drain(name string) error {
 func (ps *pools) destroy(list []*pooled) error {
 	var errs []error
 	for _, pc := range list {
+		pc.close()
 		if err := ps.rt.destroyPooled(pc.ID); err != nil {
 			errs = append(errs, fmt.Errorf("pooled container %s: %w", pc.ID, err))
 		}
@@ -379,6 +380,7 @@ func (ps *pools) startOne(ctx context.Context, pl *pool, id string) {
 			pl.err = err.Error()
 		case !current || pc.Key != key || pc.Key != pl.key || len(pl.ready) >= pl.Size:
 			ps.mu.Unlock()
+			pc.close()
 			ps.rt.destroyPooled(pc.ID)
 			ps.mu.Lock()
 		default:
@@ -444,6 +446,9 @@ func (ps *pools) adopt(config []PoolRequest, audit func(id string, err error)) {
 			err = ps.readopt(pc)
 		}
 		if err != nil {
+			if pc != nil {
+				pc.close()
+			}
 			logrus.Warnf("reaping pooled container %s: %v", id, err)
 			ps.rt.destroyPooled(id)
 			audit(id, err)
@@ -503,14 +508,17 @@ func (d *Daemon) createSession(cfg SessionConfig) (*Session, error) {
 	if d.pools.empty() {
 		return d.rt.Create(cfg)
 	}
+	start := time.Now()
 	cs, err := d.rt.newClaimSpec(cfg)
 	if err != nil {
 		return nil, err
 	}
+	generated := time.Since(start)
 	if pc := d.pools.take(cs.key, cfg.Policy.Hash()); pc != nil {
 		s, err := d.rt.claimPooled(pc, cfg, cs)
 		d.pools.claimed(pc, err == nil)
 		if err == nil {
+			logrus.Debugf("session %s: claimed %s in %s (spec %s)", cfg.ID, pc.ID, time.Since(start), generated)
 			return s, nil
 		}
 		logrus.Warnf("session %s: claiming pooled container %s failed, starting cold: %v", cfg.ID, pc.ID, err)

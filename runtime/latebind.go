@@ -27,7 +27,7 @@ func init() {
 // thread that has entered the container's mount namespace (move_mount).
 // Destinations resolve inside the container's root, as runc resolves
 // them, so a symlink in a workspace cannot lead a mount out of it.
-func bindLate(pid int, mounts []specs.Mount) error {
+func bindLate(mntns int, mounts []specs.Mount) error {
 	if len(mounts) == 0 {
 		return nil
 	}
@@ -44,18 +44,13 @@ func bindLate(pid int, mounts []specs.Mount) error {
 		}
 		trees = append(trees, fd)
 	}
-	ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("late mount: container mount namespace: %w", err)
-	}
-	defer unix.Close(ns)
 	done := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread leaves the process with this
 		// goroutine instead of going back to the scheduler while it is
 		// still in the container's namespace.
 		goruntime.LockOSThread()
-		done <- moveMounts(ns, mounts, trees)
+		done <- moveMounts(mntns, mounts, trees)
 	}()
 	return <-done
 }

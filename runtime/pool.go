@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
+	"github.com/sirupsen/logrus"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -68,6 +69,42 @@ type pooled struct {
 	PolicyTOML string        `json:"policyToml"`
 	Vars       policies.Vars `json:"vars"` // $SKILL_DIR and $HOME; the session folders are placeholders
 	Created    time.Time     `json:"created"`
+
+	container *libcontainer.Container
+	mntns     *os.File // the sandbox's mount namespace, held from its start: no pid can be mistaken
+}
+
+// attach keeps a handle on a running pooled container and its mount
+// namespace.
+func (p *pooled) attach(c *libcontainer.Container) error {
+	st, err := c.State()
+	if err != nil {
+		return err
+	}
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", st.InitProcessPid))
+	if err != nil {
+		return err
+	}
+	// The pid could have died and been reused between State and Open:
+	// the container must still be running with the same init.
+	if st2, err := c.State(); err != nil || st2.InitProcessPid != st.InitProcessPid || st2.InitProcessStartTime != st.InitProcessStartTime {
+		ns.Close()
+		return errors.New("sandbox init changed while attaching")
+	}
+	if s, err := c.Status(); err != nil || s != libcontainer.Running {
+		ns.Close()
+		return fmt.Errorf("sandbox is not running (%v)", s)
+	}
+	p.container, p.mntns = c, ns
+	return nil
+}
+
+// close drops the handles; the container itself is left as it is.
+func (p *pooled) close() {
+	if p.mntns != nil {
+		p.mntns.Close()
+		p.mntns = nil
+	}
 }
 
 func (p *pooled) dir(rt *Runtime) string { return filepath.Join(rt.poolDir(), p.ID) }
@@ -222,6 +259,9 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 	if err := rt.startContainer(s, b.Spec, bundleDir); err != nil {
 		return nil, err
 	}
+	if err := pc.attach(s.container); err != nil {
+		return nil, err
+	}
 	return pc, nil
 }
 
@@ -245,8 +285,8 @@ func (rt *Runtime) loadPooled(id string) (*pooled, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st, err := c.Status(); err != nil || st != libcontainer.Running {
-		return nil, fmt.Errorf("sandbox is not running (%v)", st)
+	if err := pc.attach(c); err != nil {
+		return nil, err
 	}
 	return pc, nil
 }
@@ -326,6 +366,7 @@ var ErrPoolMismatch = errors.New("the pooled container does not match the sessio
 func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ *Session, err error) {
 	dir := pc.dir(rt)
 	defer func() {
+		pc.close()
 		if err != nil {
 			rt.destroyPooled(pc.ID)
 		}
@@ -342,13 +383,8 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 		}
 		late[i] = m
 	}
-	c, err := libcontainer.Load(rt.containersDir(), pc.ID)
-	if err != nil {
-		return nil, err
-	}
-	st, err := c.State()
-	if err != nil {
-		return nil, err
+	if pc.container == nil || pc.mntns == nil {
+		return nil, errors.New("pooled container not attached")
 	}
 	if cfg.Identity == (spec.Identity{}) {
 		cfg.Identity = spec.DefaultIdentity
@@ -357,7 +393,7 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 		ID: cfg.ID, PolicyName: cfg.Policy.Name, PolicyHash: cfg.Policy.Hash(), PolicyTOML: pc.PolicyTOML,
 		Vars: cfg.Vars, Created: time.Now().UTC(), Identity: cfg.Identity, Container: pc.ID, Pool: pc.Key,
 		rt: rt, home: dir, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: cs.bundle.Spec.Process.Env,
-		container: c, lastUsed: time.Now(),
+		container: pc.container, lastUsed: time.Now(),
 	}
 	if err := s.save(); err != nil {
 		return nil, err
@@ -368,9 +404,11 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 	if err := spec.WriteMasks(filepath.Join(dir, "late"), cs.bundle); err != nil {
 		return nil, err
 	}
-	if err := bindLate(st.InitProcessPid, late); err != nil {
+	t0 := time.Now()
+	if err := bindLate(int(pc.mntns.Fd()), late); err != nil {
 		return nil, err
 	}
+	t1 := time.Now()
 	// Egress: when a policy's network.allow needs the host-side proxy, its
 	// listener is created in the container's network namespace here, as a
 	// cold start creates it at session create, before the seal below lets
@@ -378,6 +416,7 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 	if err := s.seal(); err != nil {
 		return nil, err
 	}
+	logrus.Debugf("session %s: late mounts %s, seal sent %s", cfg.ID, t1.Sub(t0), time.Since(t1))
 	if err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, rt.sessionDir(cfg.ID), unix.RENAME_NOREPLACE); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%w: %s", ErrSessionExists, cfg.ID)
@@ -388,25 +427,15 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 	return s, nil
 }
 
-// seal tells a pooled agent that its session's folders are bound: it
-// applies Landlock, then accepts commands.
+// seal tells a pooled agent that its session's folders are bound, so it
+// applies Landlock now rather than before the first command (which it
+// would do anyway: no command ever runs without it). The claim does not
+// wait: the agent seals while the session's creator gets its answer.
 func (s *Session) seal() error {
 	conn, err := dialPacket(s.socketPath())
 	if err != nil {
 		return fmt.Errorf("agent unreachable: %w", err)
 	}
 	defer conn.Close()
-	if err := send(conn, execRequest{Seal: true}); err != nil {
-		return err
-	}
-	var ev execEvent
-	files, err := receive(conn, &ev)
-	closeAll(files)
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	if ev.Error != "" {
-		return fmt.Errorf("agent: %s", ev.Error)
-	}
-	return nil
+	return send(conn, execRequest{Seal: true})
 }
