@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
-	"github.com/sirupsen/logrus"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/policies"

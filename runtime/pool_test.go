@@ -1,0 +1,73 @@
+package runtime
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/warden-sandbox/warden/policies"
+)
+
+// TestPoolView: the key of a session's sandbox does not depend on which
+// workspace it gets (those mounts are bound late), but does on the policy,
+// and the late mounts are exactly those under the session's folders,
+// masks included.
+func TestPoolView(t *testing.T) {
+	rt := &Runtime{Root: t.TempDir(), Binary: "/usr/local/bin/warden"}
+	parse := func(text string) *policies.Policy {
+		p, err := policies.Parse("p.toml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const policy = `name = "v"
+[fs]
+write = ["$WORK_DIR"]
+read = ["$DATA_DIR"]
+deny = ["$WORK_DIR/secret"]
+`
+	p := parse(policy)
+	view := func(p *policies.Policy, ws, data, id string) *claimSpec {
+		cs, err := rt.newClaimSpec(SessionConfig{ID: id, Policy: p, Vars: policies.Vars{WorkDir: ws, DataDir: data, SkillDir: "/nonexistent"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	ws1, ws2, data := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws1, "secret"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, b := view(p, ws1, data, "a"), view(p, ws2, data, "b")
+	if a.key != b.key {
+		t.Errorf("the key depends on the workspace or session id: %s, %s", a.key, b.key)
+	}
+	key, err := rt.poolKey(p, policies.Vars{SkillDir: "/nonexistent"})
+	if err != nil || key != a.key {
+		t.Errorf("pool key %s (%v), session key %s", key, err, a.key)
+	}
+	var dests []string
+	for _, m := range a.late {
+		dests = append(dests, m.Destination)
+		if !isLate(m.Destination) {
+			t.Errorf("late mount %s is outside the session folders", m.Destination)
+		}
+	}
+	if got := strings.Join(dests, " "); got != "/data /workspace /workspace/secret" {
+		t.Errorf("late mounts of ws1: %s", got)
+	}
+	if len(b.late) != 2 {
+		t.Errorf("late mounts of ws2 (no secret there): %+v", b.late)
+	}
+	for _, m := range a.late {
+		if m.Destination == "/workspace" && (len(m.UIDMappings) != 1 || !strings.Contains(strings.Join(m.Options, ","), "noexec")) {
+			t.Errorf("workspace mount lost its id mapping or flags: %+v", m)
+		}
+	}
+	other := view(parse(strings.Replace(policy, `name = "v"`, "name = \"v\"\n[limits]\npids = 7", 1)), ws1, data, "c")
+	if other.key == a.key {
+		t.Errorf("two policies share a key")
+	}
+}
