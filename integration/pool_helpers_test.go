@@ -9,20 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/warden-sandbox/warden/runtime"
 )
 
-type poolInfo struct {
-	Policy    string   `json:"policy"`
-	Files     []string `json:"files"`
-	Key       string   `json:"key"`
-	Size      int      `json:"size"`
-	Ready     int      `json:"ready"`
-	Claimed   int      `json:"claimed"`
-	Refilling int      `json:"refilling"`
-	Hits      int      `json:"hits"`
-	Misses    int      `json:"misses"`
-	Error     string   `json:"error"`
-}
+// poolInfo is a pool's line of `pool status --format json`.
+type poolInfo = runtime.PoolInfo
 
 func (r *wardenRoot) poolStatus() []poolInfo {
 	r.t.Helper()
