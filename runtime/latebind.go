@@ -63,9 +63,14 @@ func moveMounts(ns int, mounts []specs.Mount, trees []int) error {
 	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("late mount: enter the container: %w", err)
 	}
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("late mount: the container's root: %w", err)
+	}
+	defer unix.Close(root)
 	for i, m := range mounts {
-		target, err := unix.Openat2(unix.AT_FDCWD, m.Destination, &unix.OpenHow{
-			Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS,
+		target, err := unix.Openat2(root, m.Destination, &unix.OpenHow{
+			Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
 		})
 		if err != nil {
 			return fmt.Errorf("late mount %s: mountpoint: %w", m.Destination, err)
