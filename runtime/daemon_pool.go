@@ -216,7 +216,6 @@ func (ps *pools) take(key, policyHash string) *pooled {
 			pl.ready = pl.ready[1:]
 			pl.hits++
 			ps.starting[pc.ID] = true
-			ps.wake()
 			return pc
 		}
 		if missed == nil && pl.policy != nil && pl.policy.Hash() == policyHash {
@@ -229,10 +228,12 @@ func (ps *pools) take(key, policyHash string) *pooled {
 	return nil
 }
 
-// claimed ends a claim of pc, and counts a failed one as a miss.
+// claimed ends a claim of pc, and counts a failed one as a miss. The
+// refill starts only now, so it does not compete with the claim.
 func (ps *pools) claimed(pc *pooled, ok bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	defer ps.wake()
 	delete(ps.starting, pc.ID)
 	if ok {
 		return
