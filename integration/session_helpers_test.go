@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -156,10 +157,30 @@ func (r *wardenRoot) processes() []int {
 // killDaemon stops the daemon with sig and waits until it is gone.
 func (r *wardenRoot) killDaemon(sig syscall.Signal) {
 	r.t.Helper()
-	for _, pid := range r.processes() {
+	pids := r.processes()
+	for _, pid := range pids {
 		syscall.Kill(pid, sig)
 	}
 	r.waitGone(r.processes, "the daemon of "+r.root)
+	// A dying process loses its command line before its descriptors: wait
+	// until it is a zombie or gone, so its socket no longer takes calls.
+	r.waitGone(func() []int { return running(pids) }, "the daemon of "+r.root)
+}
+
+// running lists the pids that are neither gone nor zombies.
+func running(pids []int) []int {
+	var out []int
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
 }
 
 func (r *wardenRoot) waitGone(pids func() []int, what string) {
