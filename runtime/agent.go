@@ -12,8 +12,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
-	goruntime "runtime"
 	"runtime/debug"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -51,10 +51,6 @@ func RunAgent(cfg AgentConfig) error {
 	if os.Getpid() != 1 {
 		return errors.New("the agent runs only as a sandbox's PID 1")
 	}
-	// An idle sandbox should cost little: the agent only forks and waits,
-	// so one P is plenty, and what the binary's start-up allocated goes
-	// back to the kernel before the agent waits (see trimMemory).
-	goruntime.GOMAXPROCS(1)
 	f := os.NewFile(agentListenerFD, "agent-listener")
 	unix.CloseOnExec(agentListenerFD)
 	l, err := net.FileListener(f)
@@ -88,7 +84,7 @@ func RunAgent(cfg AgentConfig) error {
 		}
 		a.sealed = true
 	}
-	trimMemory()
+	go trimMemory()
 	for {
 		conn, err := ln.AcceptUnix()
 		if err != nil {
@@ -445,8 +441,10 @@ func existing(paths []string) []string {
 	return out
 }
 
-// trimMemory returns the start-up garbage to the kernel: a warm pool keeps
-// many agents idle, each charged for what it holds.
+// trimMemory returns the start-up garbage to the kernel once the agent
+// waits for commands: a warm pool keeps many agents idle, each charged for
+// what it holds.
 func trimMemory() {
+	time.Sleep(50 * time.Millisecond)
 	debug.FreeOSMemory()
 }
