@@ -162,12 +162,15 @@ func (r *wardenRoot) killDaemon(sig syscall.Signal) {
 		syscall.Kill(pid, sig)
 	}
 	r.waitGone(r.processes, "the daemon of "+r.root)
-	// A dying process loses its command line before its descriptors: wait
-	// until it is a zombie or gone, so its socket no longer takes calls.
+	// A dying process loses its command line before its descriptors, and
+	// its main thread turns zombie while other threads still hold them:
+	// wait until only a zombie main thread is left, or nothing, so its
+	// socket no longer takes calls.
 	r.waitGone(func() []int { return running(pids) }, "the daemon of "+r.root)
 }
 
-// running lists the pids that are neither gone nor zombies.
+// running lists the pids whose descriptors may still be open: neither
+// gone nor a zombie main thread without other threads.
 func running(pids []int) []int {
 	var out []int
 	for _, pid := range pids {
@@ -175,7 +178,8 @@ func running(pids []int) []int {
 		if err != nil {
 			continue
 		}
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' && len(tasks) <= 1 {
 			continue
 		}
 		out = append(out, pid)
@@ -243,6 +247,9 @@ func (r *wardenRoot) assertClean(stopped bool) {
 	}
 	if m := mountsBelow(r.root); len(m) > 0 {
 		t.Errorf("mounts left under %s: %v", r.root, m)
+	}
+	if dirs, _ := filepath.Glob(filepath.Dir(r.cgroup("*", "x"))); stopped && len(dirs) > 0 {
+		t.Errorf("the root's cgroup folders are left: %v", dirs)
 	}
 }
 

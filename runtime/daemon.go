@@ -124,6 +124,7 @@ func (d *Daemon) Close() {
 		d.ln.Close()
 	}
 	d.audit.close()
+	d.rt.removeRootCgroups() // only when no container of the root is left
 	d.lock.Close()
 }
 

@@ -21,10 +21,10 @@ import (
 func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 	var removed []string
 	var errs []error
-	// Cgroup names are session ids, shared by every state root on the
-	// host: only a cgroup of an id this root knows is killed; any other
-	// is removed only when empty, so gc under one root never kills
-	// another root's sessions.
+	// Each root's cgroups are under its own tag (see rootTag); of the
+	// older layout, shared by every root, only a cgroup of an id this
+	// root knows is touched, so gc under one root never kills (or
+	// removes the empty cgroup of) another root's container.
 	mine := map[string]bool{}
 	for _, id := range rt.IDs() {
 		mine[id] = true
@@ -64,10 +64,10 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		if live[filepath.Base(dir)] {
 			continue
 		}
+		// Under warden's parent directly (the older layout, shared by
+		// every root) only the cgroups of ids this root knows are its own;
+		// another root's may be a container starting right now.
 		if !mine[filepath.Base(dir)] && filepath.Base(filepath.Dir(dir)) != rt.rootTag() {
-			if unix.Rmdir(dir) == nil {
-				removed = append(removed, "cgroup "+dir)
-			}
 			continue
 		}
 		if err := removeCgroup(dir); err != nil {
