@@ -104,7 +104,7 @@ type agent struct {
 	mu      sync.Mutex
 	waiters map[int]chan unix.WaitStatus
 	forked  chan struct{} // wakes the reaper when it found no child
-	sealed  bool // Landlock is in place: commands may run
+	sealed  bool          // Landlock is in place: commands may run
 }
 
 // seal applies Landlock once, for a pooled sandbox whose session folders

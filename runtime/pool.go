@@ -242,6 +242,12 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 	if err := spec.WriteBundle(bundleDir, b); err != nil {
 		return nil, err
 	}
+	// The late mounts are never among the exec-capable mounts whose
+	// programs are hidden (they are noexec), so the list is a cold
+	// start's.
+	if err := rt.hidePrograms(b.Spec, filepath.Join(bundleDir, "rootfs")); err != nil {
+		return nil, err
+	}
 	text, err := p.TOML()
 	if err != nil {
 		return nil, err
