@@ -277,7 +277,11 @@ func (t *tightener) mounts() error {
 			t.changef("mounts: %s (%s) made read-only", m.Destination, m.Type)
 		}
 		if !ro && m.Type != "proc" {
-			m.Options = addOptions(m.Options, "nosuid", "nodev")
+			m.Options = addOptions(m.Options, "nosuid")
+			// /dev and /dev/pts hold the device nodes a container needs.
+			if m.Type != "devpts" && filepath.Clean(m.Destination) != "/dev" {
+				m.Options = addOptions(m.Options, "nodev")
+			}
 			if m.Type == "tmpfs" && !slices.Contains(m.Options, "noexec") {
 				m.Options = addOptions(m.Options, "noexec")
 				t.changef("mounts: %s (tmpfs) made noexec", m.Destination)

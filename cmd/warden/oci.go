@@ -19,10 +19,15 @@ var ociGlobalFlags = []cli.Flag{
 	&cli.StringFlag{Name: "log", Usage: "write log messages (and a failing command's error) to `FILE`"},
 	&cli.StringFlag{Name: "log-format", Usage: "log format: text or json", Value: "text"},
 	&cli.BoolFlag{Name: "systemd-cgroup", Usage: "use systemd cgroups (not supported: warden uses cgroupfs)"},
-	&cli.StringFlag{Name: "policy", Usage: "OCI face: apply the policy `FILE` to every container that does not choose one"},
-	&cli.StringFlag{Name: "policy-dir", Usage: "OCI face: `DIR` of NAME.toml policies a container may choose with the annotation dev.warden.policy=NAME"},
-	&cli.StringSliceFlag{Name: "cap-allow", Usage: "OCI face: a capability (CAP_CHOWN) containers under a policy may keep; default none"},
+	&cli.StringFlag{Name: "policy", Usage: "OCI face: apply the policy `FILE` to every container that does not choose one", EnvVars: []string{"WARDEN_POLICY"}},
+	&cli.StringFlag{Name: "policy-dir", Usage: "OCI face: `DIR` of NAME.toml policies a container may choose with the annotation dev.warden.policy=NAME (default " + defaultPolicyDir + " when it exists)", EnvVars: []string{"WARDEN_POLICY_DIR"}},
+	&cli.StringSliceFlag{Name: "cap-allow", Usage: "OCI face: a capability (CAP_CHOWN) containers under a policy may keep; default none", EnvVars: []string{"WARDEN_CAP_ALLOW"}},
 }
+
+// defaultPolicyDir is the operator's policy directory when neither
+// --policy-dir nor WARDEN_POLICY_DIR names one: containerd's CRI entry can
+// name a binary but pass it no arguments.
+const defaultPolicyDir = "/etc/warden/policies"
 
 // logFile is the --log file, when one was given.
 var logFile *os.File
@@ -95,7 +100,11 @@ func ociRuntime(cliContext *cli.Context) (*runtime.OCI, error) {
 		}
 		o.Policy, o.PolicyFile = p, file
 	}
-	if o.PolicyDir != "" {
+	if o.PolicyDir == "" {
+		if fi, err := os.Stat(defaultPolicyDir); err == nil && fi.IsDir() {
+			o.PolicyDir = defaultPolicyDir
+		}
+	} else {
 		if fi, err := os.Stat(o.PolicyDir); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("--policy-dir %s: not a directory", o.PolicyDir)
 		}

@@ -141,4 +141,3 @@ var psCommand = &cli.Command{
 		return nil
 	},
 }
-
