@@ -79,6 +79,17 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Registered the way an operator does it; containerd must accept the
+	// result (its CRI plugin, which reads the entry, is off here).
+	if r := run(t, nil, wardenBinary, "install", "containerd", "--config", path); r.Exit != 0 {
+		t.Fatalf("warden install containerd: %s", r.Stderr)
+	}
+	if dump := run(t, nil, "containerd", "--config", path, "config", "dump"); dump.Exit != 0 {
+		t.Fatalf("containerd does not accept the installed config: %s", dump.Stderr)
+	}
+	if data, _ := os.ReadFile(path); !strings.Contains(string(data), "BinaryName = \""+wardenBinary+"\"") || !strings.Contains(string(data), "containerd-root") {
+		t.Fatalf("warden install containerd wrote:\n%s", data)
+	}
 	cmd := exec.Command("containerd", "--config", path)
 	// The shim passes containerd's environment to the runtime: this is
 	// how ctr (which cannot pass runtime arguments) gets warden's
@@ -101,9 +112,6 @@ func (e *engines) startDockerd(t *testing.T) {
 		"bridge":         "none",
 		"exec-opts":      []string{"native.cgroupdriver=cgroupfs"},
 		"runtimes": map[string]any{
-			"warden": map[string]any{"path": wardenBinary},
-			"warden-locked": map[string]any{"path": wardenBinary,
-				"runtimeArgs": []string{"--policy", filepath.Join(e.policyDir, "locked.toml"), "--policy-dir", e.policyDir}},
 			"runc-ref": map[string]any{"path": runcBinary},
 		},
 	}
@@ -111,6 +119,16 @@ func (e *engines) startDockerd(t *testing.T) {
 	path := filepath.Join(e.dir, "daemon.json")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// The warden runtimes are registered with warden install, which must
+	// keep the rest of the file.
+	for _, args := range [][]string{
+		{"install", "docker", "--config", path},
+		{"--policy", filepath.Join(e.policyDir, "locked.toml"), "--policy-dir", e.policyDir, "install", "docker", "--config", path, "--name", "warden-locked"},
+	} {
+		if r := run(t, nil, wardenBinary, args...); r.Exit != 0 {
+			t.Fatalf("warden %s: %s", strings.Join(args, " "), r.Stderr)
+		}
 	}
 	cmd := exec.Command("dockerd", "--config-file", path, "--containerd-namespace", "warden-docker", "--containerd-plugins-namespace", "warden-docker-plugins")
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}

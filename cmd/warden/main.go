@@ -81,6 +81,7 @@ func newApp() *cli.App {
 			updateCommand,
 			featuresCommand,
 			specCommand,
+			installCommand,
 		},
 		// Usage errors (unknown flags, missing arguments) are warden's own
 		// failure: one line on stderr, exit 125.
