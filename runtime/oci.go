@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -634,6 +635,11 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 	}
 	var signals chan os.Signal
 	if !r.detach {
+		// The process is forked twice by libcontainer: as a subreaper
+		// warden stays its parent and gets its exit status.
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return -1, fmt.Errorf("set child subreaper: %w", err)
+		}
 		signals = make(chan os.Signal, 32)
 		signal.Notify(signals)
 		defer signal.Stop(signals)
@@ -683,7 +689,10 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 func forwardUntilExit(p *libcontainer.Process, signals chan os.Signal, term *hostTerminal) int {
 	done := make(chan *os.ProcessState, 1)
 	go func() {
-		ps, _ := p.Wait()
+		ps, err := p.Wait()
+		if err != nil {
+			logrus.Debugf("wait: %v", err)
+		}
 		done <- ps
 	}()
 	for {
@@ -695,7 +704,7 @@ func forwardUntilExit(p *libcontainer.Process, signals chan os.Signal, term *hos
 			if ps == nil {
 				return 255
 			}
-			if ws, ok := ps.Sys().(unix.WaitStatus); ok && ws.Signaled() {
+			if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 				return 128 + int(ws.Signal())
 			}
 			return ps.ExitCode()

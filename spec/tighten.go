@@ -27,8 +27,9 @@ type TightenOptions struct {
 	// container keeps the ones it asks for that are also listed here.
 	Capabilities []string
 	// SameNamespace reports whether a namespace path names one of the
-	// runtime's own (the host's) namespaces; nil uses /proc/self/ns.
-	SameNamespace func(typ specs.LinuxNamespaceType, path string) bool
+	// runtime's own (the host's) namespaces, or an error when it cannot
+	// tell; nil compares with /proc/self/ns.
+	SameNamespace func(typ specs.LinuxNamespaceType, path string) (bool, error)
 }
 
 // Tighten applies a policy to an incoming OCI config (an engine's
@@ -200,7 +201,14 @@ func (t *tightener) namespaces() error {
 		need = append(need, specs.NetworkNamespace)
 	}
 	for _, ns := range t.s.Linux.Namespaces {
-		if ns.Path != "" && t.o.SameNamespace(ns.Type, ns.Path) {
+		if ns.Path == "" {
+			continue
+		}
+		same, err := t.o.SameNamespace(ns.Type, ns.Path)
+		if err != nil {
+			return fmt.Errorf("%w: linux.namespaces: %s namespace %s: %v; a container under policy %s may join only namespaces warden can inspect", ErrInvalid, ns.Type, ns.Path, err, t.p.Name)
+		}
+		if same {
 			return fmt.Errorf("%w: linux.namespaces: %s namespace %s is the host's own; a container under policy %s gets its own (drop the host namespace option)", ErrInvalid, ns.Type, ns.Path, t.p.Name)
 		}
 	}
@@ -214,20 +222,24 @@ func (t *tightener) namespaces() error {
 }
 
 // sameAsOwnNamespace compares a namespace file with this process's own.
-func sameAsOwnNamespace(typ specs.LinuxNamespaceType, path string) bool {
+func sameAsOwnNamespace(typ specs.LinuxNamespaceType, path string) (bool, error) {
 	name := map[specs.LinuxNamespaceType]string{
 		specs.PIDNamespace: "pid", specs.NetworkNamespace: "net", specs.MountNamespace: "mnt",
 		specs.IPCNamespace: "ipc", specs.UTSNamespace: "uts", specs.UserNamespace: "user",
 		specs.CgroupNamespace: "cgroup", specs.TimeNamespace: "time",
 	}[typ]
 	if name == "" {
-		return false
+		return false, fmt.Errorf("unknown namespace type")
 	}
 	var a, b unix.Stat_t
-	if unix.Stat(path, &a) != nil || unix.Stat("/proc/self/ns/"+name, &b) != nil {
-		return false
+	if err := unix.Stat(path, &a); err != nil {
+		return false, err
 	}
-	return a.Dev == b.Dev && a.Ino == b.Ino
+	if err := unix.Stat("/proc/self/ns/"+name, &b); err != nil {
+		// The host lacks this kind of namespace: nothing to share.
+		return false, nil
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino, nil
 }
 
 // rootfs: the container's root is read-only; a private /tmp (noexec, half

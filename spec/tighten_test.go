@@ -56,7 +56,7 @@ func bind(src, dst string, opts ...string) specs.Mount {
 	return specs.Mount{Destination: dst, Type: "bind", Source: src, Options: append([]string{"rbind"}, opts...)}
 }
 
-func notHost(specs.LinuxNamespaceType, string) bool { return false }
+func notHost(specs.LinuxNamespaceType, string) (bool, error) { return false, nil }
 
 func TestTightenProcessAndNamespaces(t *testing.T) {
 	for _, tc := range []struct {
@@ -106,13 +106,16 @@ func TestTightenProcessAndNamespaces(t *testing.T) {
 func TestTightenRefusesHostNamespace(t *testing.T) {
 	s := engineConfig()
 	s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/proc/1/ns/net"})
-	_, err := Tighten(s, mustPolicy(t, `name = "t"`), TightenOptions{SameNamespace: func(specs.LinuxNamespaceType, string) bool { return true }})
+	_, err := Tighten(s, mustPolicy(t, `name = "t"`), TightenOptions{SameNamespace: func(specs.LinuxNamespaceType, string) (bool, error) { return true, nil }})
 	if err == nil || !strings.Contains(err.Error(), "host's own") {
 		t.Fatalf("joining the host's network namespace: err %v", err)
 	}
 	// The real check: this process's own namespace is the host's.
-	if !sameAsOwnNamespace(specs.NetworkNamespace, "/proc/self/ns/net") {
-		t.Fatal("sameAsOwnNamespace does not recognise /proc/self/ns/net")
+	if same, err := sameAsOwnNamespace(specs.NetworkNamespace, "/proc/self/ns/net"); !same || err != nil {
+		t.Fatalf("sameAsOwnNamespace does not recognise /proc/self/ns/net: %v", err)
+	}
+	if _, err := sameAsOwnNamespace(specs.NetworkNamespace, "/nonexistent/ns"); err == nil {
+		t.Fatal("a namespace path that cannot be inspected passed")
 	}
 }
 
