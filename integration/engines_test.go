@@ -208,6 +208,21 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 	if !strings.Contains(locked.Stdout, "memfd_create errno=1") || !strings.Contains(locked.Stdout, "CapEff:\t0000000000000000") {
 		t.Fatalf("under the locked policy memfd_create and capabilities must be gone: %q %q", locked.Stdout, locked.Stderr)
 	}
+	// Network: docker's libnetwork puts an interface into the container
+	// from a prestart hook; a policy without network leaves loopback only.
+	net := "wnet-" + randomHex(3)
+	if r := e.docker(t, "network", "create", "--driver", "bridge", net); r.Exit != 0 {
+		t.Fatalf("docker network create: %s", r.Stderr)
+	}
+	defer e.docker(t, "network", "rm", net)
+	open := e.docker(t, "run", "--rm", "--runtime=warden", "--network", net, "busybox", "sh", "-c", "ls /sys/class/net")
+	closed := e.docker(t, "run", "--rm", "--runtime=warden-locked", "--network", net, "busybox", "sh", "-c", "ls /sys/class/net; ip -o addr")
+	if open.Exit != 0 || !strings.Contains(open.Stdout, "eth0") {
+		t.Fatalf("without a policy the container should have docker's eth0: %q %q", open.Stdout, open.Stderr)
+	}
+	if closed.Exit != 0 || strings.Contains(closed.Stdout, "eth0") || !strings.Contains(closed.Stdout, "lo") {
+		t.Fatalf("under a policy without network: %q %q", closed.Stdout, closed.Stderr)
+	}
 	// Limits: the policy's memory limit holds against docker update.
 	name := "d-" + randomHex(4)
 	if r := e.docker(t, "run", "-d", "--runtime=warden-locked", "--memory", "1g", "--name", name, "busybox", "sleep", "300"); r.Exit != 0 {

@@ -69,6 +69,7 @@ type policyRecord struct {
 	Policy   string          `json:"policy"`
 	Hash     string          `json:"hash"`
 	Limits   policies.Limits `json:"limits"`
+	Network  bool            `json:"network"` // the policy allows network
 	CapAllow []string        `json:"capAllow"`
 }
 
@@ -179,7 +180,7 @@ func (o *OCI) tighten(s *specs.Spec) (*policyRecord, error) {
 	lim := p.Limits
 	lim.Memory, lim.Pids = *s.Linux.Resources.Memory.Limit, *s.Linux.Resources.Pids.Limit
 	lim.CPU = float64(*s.Linux.Resources.CPU.Quota) / float64(*s.Linux.Resources.CPU.Period)
-	return &policyRecord{Policy: p.Name, Hash: p.Hash(), Limits: lim, CapAllow: o.CapAllow}, nil
+	return &policyRecord{Policy: p.Name, Hash: p.Hash(), Limits: lim, CapAllow: o.CapAllow, Network: len(p.Network.Allow) > 0}, nil
 }
 
 func readRecord(c *libcontainer.Container, stateDir string) (*policyRecord, error) {
@@ -249,6 +250,12 @@ func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
 	detach := opts.Detach || !run
 	r := &processRun{container: c, init: true, detach: detach, pidFile: opts.PidFile,
 		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs, destroyOnExit: run}
+	if rec != nil && !rec.Network {
+		// The engine's prestart hooks (docker's libnetwork) and CNI may
+		// have put interfaces into the namespace: a policy without
+		// network leaves only loopback, before the process runs.
+		r.afterStart = isolateNetwork
+	}
 	status, err := r.run(s.Process, run)
 	if err != nil {
 		c.Destroy()
@@ -590,6 +597,8 @@ type processRun struct {
 	consoleSocket string
 	preserveFDs   int
 	destroyOnExit bool
+	// afterStart runs once the init exists, before its process starts.
+	afterStart func(pid int) error
 }
 
 func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
@@ -644,10 +653,22 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 		signal.Notify(signals)
 		defer signal.Stop(signals)
 	}
-	if start && r.init {
-		err = r.container.Run(p)
-	} else if r.init {
+	if r.init {
 		err = r.container.Start(p)
+		if err == nil && r.afterStart != nil {
+			if pid, perr := p.Pid(); perr != nil {
+				err = perr
+			} else {
+				err = r.afterStart(pid)
+			}
+			if err != nil {
+				p.Signal(unix.SIGKILL)
+				p.Wait()
+			}
+		}
+		if err == nil && start {
+			err = r.container.Exec()
+		}
 	} else {
 		err = r.container.Run(p)
 	}
