@@ -81,7 +81,7 @@ func InstallContainerd(current []byte, e RuntimeEntry) ([]byte, error) {
 	}
 	table := fmt.Sprintf("plugins.%q.containerd.runtimes.%s", plugin, e.Name)
 	text = strings.TrimRight(removeTables(text, table), "\n\t ") + "\n"
-	text += fmt.Sprintf("\n# warden: run containers under warden's policies (warden install containerd)\n[%s]\n  runtime_type = \"io.containerd.runc.v2\"\n[%s.options]\n  BinaryName = %q\n", table, table, e.Binary)
+	text += fmt.Sprintf("\n# warden: run containers under warden's policies (warden install containerd)\n[%s]\n  runtime_type = \"io.containerd.runc.v2\"\n  pod_annotations = [\"dev.warden.*\"]\n[%s.options]\n  BinaryName = %q\n", table, table, e.Binary)
 	var check map[string]any
 	if _, err := toml.Decode(text, &check); err != nil {
 		return nil, fmt.Errorf("the file defines the %s runtime in a form warden cannot replace (%v); remove that entry by hand, nothing was changed", e.Name, err)

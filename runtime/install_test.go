@@ -85,7 +85,7 @@ func TestInstallContainerd(t *testing.T) {
 			}
 			rt := doc["plugins"].(map[string]any)[tc.plugin].(map[string]any)["containerd"].(map[string]any)["runtimes"].(map[string]any)
 			w := rt["warden"].(map[string]any)
-			if w["runtime_type"] != "io.containerd.runc.v2" || w["options"].(map[string]any)["BinaryName"] != e.Binary {
+			if w["runtime_type"] != "io.containerd.runc.v2" || w["options"].(map[string]any)["BinaryName"] != e.Binary || len(w["pod_annotations"].([]any)) != 1 {
 				t.Fatalf("warden entry %v", w)
 			}
 			if tc.in == v2 {
