@@ -3,9 +3,11 @@ package integration
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -35,7 +37,7 @@ const (
 
 // startEngines starts containerd and dockerd with warden registered, and
 // loads a busybox image built here. The test fails if either cannot start.
-func startEngines(t *testing.T, policyDir string) *engines {
+func startEngines(t testing.TB, policyDir string) *engines {
 	t.Helper()
 	for _, bin := range []string{"containerd", "dockerd", "ctr", "/usr/bin/docker", "containerd-shim-runc-v2"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -62,7 +64,7 @@ func startEngines(t *testing.T, policyDir string) *engines {
 	return e
 }
 
-func (e *engines) startContainerd(t *testing.T) {
+func (e *engines) startContainerd(t testing.TB) {
 	t.Helper()
 	cfg := fmt.Sprintf(`version = 2
 root = %q
@@ -81,10 +83,10 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	}
 	// Registered the way an operator does it; containerd must accept the
 	// result (its CRI plugin, which reads the entry, is off here).
-	if r := run(t, nil, wardenBinary, "install", "containerd", "--config", path); r.Exit != 0 {
+	if r := runTB(t, nil, wardenBinary, "install", "containerd", "--config", path); r.Exit != 0 {
 		t.Fatalf("warden install containerd: %s", r.Stderr)
 	}
-	if dump := run(t, nil, "containerd", "--config", path, "config", "dump"); dump.Exit != 0 {
+	if dump := runTB(t, nil, "containerd", "--config", path, "config", "dump"); dump.Exit != 0 {
 		t.Fatalf("containerd does not accept the installed config: %s", dump.Stderr)
 	}
 	if data, _ := os.ReadFile(path); !strings.Contains(string(data), "BinaryName = \""+wardenBinary+"\"") || !strings.Contains(string(data), "containerd-root") {
@@ -98,7 +100,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	e.launch(t, cmd, "containerd.log", e.ctrSock)
 }
 
-func (e *engines) startDockerd(t *testing.T) {
+func (e *engines) startDockerd(t testing.TB) {
 	t.Helper()
 	daemon := map[string]any{
 		"data-root":      filepath.Join(e.dir, "docker-data"),
@@ -126,7 +128,7 @@ func (e *engines) startDockerd(t *testing.T) {
 		{"install", "docker", "--config", path},
 		{"--policy", filepath.Join(e.policyDir, "locked.toml"), "--policy-dir", e.policyDir, "install", "docker", "--config", path, "--name", "warden-locked"},
 	} {
-		if r := run(t, nil, wardenBinary, args...); r.Exit != 0 {
+		if r := runTB(t, nil, wardenBinary, args...); r.Exit != 0 {
 			t.Fatalf("warden %s: %s", strings.Join(args, " "), r.Stderr)
 		}
 	}
@@ -136,7 +138,7 @@ func (e *engines) startDockerd(t *testing.T) {
 }
 
 // launch starts an engine and waits for its socket to answer.
-func (e *engines) launch(t *testing.T, cmd *exec.Cmd, logName, sock string) {
+func (e *engines) launch(t testing.TB, cmd *exec.Cmd, logName, sock string) {
 	t.Helper()
 	logf, err := os.Create(filepath.Join(e.dir, logName))
 	if err != nil {
@@ -160,6 +162,33 @@ func (e *engines) launch(t *testing.T, cmd *exec.Cmd, logName, sock string) {
 	t.Fatalf("%s did not start within 30s; its log:\n%s", cmd.Path, lastLines(string(log), 20))
 }
 
+// runTB is the harness's run for tests and benchmarks alike.
+func runTB(t testing.TB, env []string, name string, args ...string) sandboxResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
+	if env == nil {
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root"}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %s: no answer within %s", name, strings.Join(args, " "), cliTimeout)
+	}
+	res := sandboxResult{Stdout: stdout.String(), Stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		res.Exit = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+	}
+	return res
+}
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	if len(lines) > n {
@@ -171,7 +200,7 @@ func lastLines(s string, n int) string {
 // stop removes every container the engines hold, stops them by pid
 // (dockerd first, it uses containerd), and checks that no mount, shim or
 // container process of theirs is left.
-func (e *engines) stop(t *testing.T) {
+func (e *engines) stop(t testing.TB) {
 	if ids := e.dockerQuiet(t, "ps", "-aq"); ids != "" {
 		e.docker(t, append([]string{"rm", "-f"}, strings.Fields(ids)...)...)
 	}
@@ -203,12 +232,16 @@ func (e *engines) stop(t *testing.T) {
 	for _, pid := range leftover {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
+	// dockerd may leave its own data-root bind behind when it is slow to
+	// stop; a container's root file system left mounted is a leak.
 	var mounts []string
 	below := mountsBelow(e.dir)
 	for i := len(below) - 1; i >= 0; i-- {
 		m := below[i]
 		syscall.Unmount(m, syscall.MNT_DETACH)
-		mounts = append(mounts, m)
+		if strings.HasSuffix(m, "/merged") || strings.HasSuffix(m, "/rootfs") || strings.Contains(m, "/oci/") {
+			mounts = append(mounts, m)
+		}
 	}
 	// Engines leave the parent cgroups of their containers (libcontainer
 	// never removes parents); only empty ones are removed.
@@ -223,13 +256,13 @@ func (e *engines) stop(t *testing.T) {
 			t.Errorf("engine teardown: shims still running: %v", leftover)
 		}
 		if len(mounts) > 0 {
-			t.Errorf("engine teardown: mounts left behind: %v", mounts)
+			t.Errorf("engine teardown: container mounts left behind: %v", mounts)
 		}
 	}
 	os.RemoveAll(e.dir)
 }
 
-func (e *engines) waitTaskGone(t *testing.T, ns, id string) {
+func (e *engines) waitTaskGone(t testing.TB, ns, id string) {
 	for i := 0; i < 100; i++ {
 		if r := e.ctrNS(t, ns, "task", "delete", id); r.Exit == 0 {
 			return
@@ -255,31 +288,31 @@ func shimsFor(sock string) []int {
 	return pids
 }
 
-func (e *engines) ctr(t *testing.T, args ...string) sandboxResult {
+func (e *engines) ctr(t testing.TB, args ...string) sandboxResult {
 	t.Helper()
 	return e.ctrNS(t, ctrNamespace, args...)
 }
 
-func (e *engines) ctrNS(t *testing.T, ns string, args ...string) sandboxResult {
+func (e *engines) ctrNS(t testing.TB, ns string, args ...string) sandboxResult {
 	t.Helper()
-	return run(t, nil, "ctr", append([]string{"--address", e.ctrSock, "--namespace", ns}, args...)...)
+	return runTB(t, nil, "ctr", append([]string{"--address", e.ctrSock, "--namespace", ns}, args...)...)
 }
 
 // ctrRun is `ctr run` with warden as the runc binary.
-func (e *engines) ctrRun(t *testing.T, flags []string, id string, argv ...string) sandboxResult {
+func (e *engines) ctrRun(t testing.TB, flags []string, id string, argv ...string) sandboxResult {
 	t.Helper()
 	args := append([]string{"run", "--runtime", "io.containerd.runc.v2", "--runc-binary", wardenBinary, "--runc-root", e.runcRoot}, flags...)
 	args = append(append(args, busyboxRef, id), argv...)
 	return e.ctr(t, args...)
 }
 
-func (e *engines) docker(t *testing.T, args ...string) sandboxResult {
+func (e *engines) docker(t testing.TB, args ...string) sandboxResult {
 	t.Helper()
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=" + e.dir, "DOCKER_CONFIG=" + filepath.Join(e.dir, "docker-client")}
-	return run(t, env, "/usr/bin/docker", append([]string{"-H", "unix://" + e.dockerSock}, args...)...)
+	return runTB(t, env, "/usr/bin/docker", append([]string{"-H", "unix://" + e.dockerSock}, args...)...)
 }
 
-func (e *engines) dockerQuiet(t *testing.T, args ...string) string {
+func (e *engines) dockerQuiet(t testing.TB, args ...string) string {
 	return strings.TrimSpace(e.docker(t, args...).Stdout)
 }
 
@@ -287,7 +320,7 @@ func (e *engines) dockerQuiet(t *testing.T, args ...string) string {
 // busybox-static, plus the seccomp probe) as one tar holding an OCI image
 // layout and a docker-archive manifest.json, loadable by both `ctr image
 // import` and `docker load`.
-func buildImage(t *testing.T, dir string) string {
+func buildImage(t testing.TB, dir string) string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -85,7 +85,7 @@ func (o *ociEnv) wardenIn(t *testing.T, stdin string, args ...string) sandboxRes
 
 // busyboxBundle writes a bundle with a busybox root and the default
 // config of `warden spec`, edited by change.
-func busyboxBundle(t *testing.T, id string, change func(*specs.Spec)) string {
+func busyboxBundle(t testing.TB, id string, change func(*specs.Spec)) string {
 	t.Helper()
 	dir := tempDir(t)
 	rootfs := filepath.Join(dir, "rootfs")
@@ -104,7 +104,7 @@ func busyboxBundle(t *testing.T, id string, change func(*specs.Spec)) string {
 	for _, a := range []string{"sh", "echo", "cat", "sleep", "id", "true", "ls", "grep", "touch", "pwd", "env", "tty", "stty"} {
 		os.Symlink("busybox", filepath.Join(rootfs, "bin", a))
 	}
-	if r := run(t, nil, wardenBinary, "spec", "--bundle", dir); r.Exit != 0 {
+	if r := runTB(t, nil, wardenBinary, "spec", "--bundle", dir); r.Exit != 0 {
 		t.Fatalf("warden spec: %s", r.Stderr)
 	}
 	var s specs.Spec
@@ -119,7 +119,7 @@ func busyboxBundle(t *testing.T, id string, change func(*specs.Spec)) string {
 	return dir
 }
 
-func readJSON(t *testing.T, path string, v any) {
+func readJSON(t testing.TB, path string, v any) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -130,7 +130,7 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 }
 
-func writeJSON(t *testing.T, path string, v any) {
+func writeJSON(t testing.TB, path string, v any) {
 	t.Helper()
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
