@@ -330,6 +330,12 @@ func TestOCIExec(t *testing.T) {
 	if r := o.warden(t, "exec", id, "sh", "-c", "exit 9"); r.Exit != 9 {
 		t.Fatalf("exec exit status: %d", r.Exit)
 	}
+	// --tty with warden's own terminal (script(1) gives it one): the
+	// process gets a new terminal and its output comes back.
+	tty := run(t, nil, "script", "-qec", fmt.Sprintf("%s --root %s exec --tty %s sh -c 'tty; exit 3'", wardenBinary, o.root, id), "/dev/null")
+	if tty.Exit != 3 || !strings.Contains(tty.Stdout, "/dev/pts/") {
+		t.Fatalf("exec --tty: exit %d, %q %q", tty.Exit, tty.Stdout, tty.Stderr)
+	}
 	// --process FILE, detached, with a pid file (the shim's form).
 	dir := tempDir(t)
 	proc := specs.Process{Args: []string{"sh", "-c", "echo detached > /tmp/out; sleep 300"}, Cwd: "/", Env: []string{"PATH=/bin"}}
