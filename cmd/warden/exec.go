@@ -16,20 +16,32 @@ import (
 
 var execCommand = &cli.Command{
 	Name:      "exec",
-	Usage:     "run a command in a session's sandbox, with the caller's own stdin, stdout and stderr",
-	ArgsUsage: "-- COMMAND [ARG...]",
-	Description: `The exit status is the command's own; 126 when it cannot run, 127 when it is
-not found or not allowed, 128+N when killed by signal N (a timeout or the
-memory limit says so on stderr). With --policy, a missing session is created.`,
+	Usage:     "run a command in a session's sandbox (--session), or in an OCI container",
+	ArgsUsage: "--session ID -- COMMAND [ARG...] | CONTAINER-ID [COMMAND [ARG...]]",
+	Description: `With --session: run a command in a session's sandbox with the caller's own
+stdin, stdout and stderr. The exit status is the command's own; 126 when it
+cannot run, 127 when it is not found or not allowed, 128+N when killed by
+signal N (a timeout or the memory limit says so on stderr). With --policy, a
+missing session is created.
+
+Without --session: the OCI face (runc's exec), as engines call it: run the
+process described by --process FILE, or COMMAND with the container's
+config.json process as the base, in the running container CONTAINER-ID.`,
 	Flags: append([]cli.Flag{
-		&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "session `ID`", Required: true},
+		&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "session `ID`"},
 		&cli.DurationFlag{Name: "timeout", Usage: "kill the command's process tree after `DURATION` (at most the policy's limits.timeout)"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `NAME=VALUE` (the name must be in the policy's env.allow)"},
 		&cli.StringFlag{Name: "cwd", Usage: "working `DIR`, relative to the workspace"},
 		&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "run the command on a new terminal (interactive)"},
 		&cli.StringSliceFlag{Name: "policy", Aliases: []string{"p"}, Usage: "policy `FILE` to create the session with when it does not exist"},
-	}, varFlags...),
+	}, append(varFlags, ociExecFlags...)...),
 	Action: func(cliContext *cli.Context) error {
+		if !cliContext.IsSet("session") {
+			return ociExec(cliContext)
+		}
+		if err := onlySessionFlags(cliContext); err != nil {
+			return err
+		}
 		if err := checkArgs(cliContext, 1, -1, "a command after --"); err != nil {
 			return err
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/warden-sandbox/warden/runtime"
@@ -52,17 +51,11 @@ func newApp() *cli.App {
 		Version:              version,
 		EnableBashCompletion: true,
 		HideHelpCommand:      true,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "debug", Usage: "log debug messages"},
 			&cli.StringFlag{Name: "root", Usage: "state `DIR` for sessions and containers", Value: runtime.DefaultRoot, EnvVars: []string{"WARDEN_ROOT"}},
-		},
-		Before: func(cliContext *cli.Context) error {
-			logrus.SetOutput(cliContext.App.ErrWriter)
-			if cliContext.Bool("debug") {
-				logrus.SetLevel(logrus.DebugLevel)
-			}
-			return nil
-		},
+		}, ociGlobalFlags...),
+		Before: setupLogging,
 		Commands: []*cli.Command{
 			policyCommand,
 			bundleCommand,
@@ -76,6 +69,20 @@ func newApp() *cli.App {
 			gcCommand,
 			daemonCommand,
 			agentCommand,
+			createCommand,
+			runCommand,
+			startCommand,
+			stateCommand,
+			killCommand,
+			deleteCommand,
+			psCommand,
+			listCommand,
+			pauseCommand,
+			resumeCommand,
+			updateCommand,
+			featuresCommand,
+			specCommand,
+			installCommand,
 		},
 		// Usage errors (unknown flags, missing arguments) are warden's own
 		// failure: one line on stderr, exit 125.
@@ -161,6 +168,7 @@ func notRequired(f cli.Flag) {
 
 func main() {
 	err := newApp().Run(os.Args)
+	logError(err)
 	os.Exit(exitCode(err))
 }
 

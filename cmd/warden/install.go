@@ -1,0 +1,103 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+var installFlags = []cli.Flag{
+	&cli.StringFlag{Name: "config", Usage: "the engine's configuration `FILE` (default: its standard place)"},
+	&cli.BoolFlag{Name: "dry-run", Usage: "print the new configuration instead of writing it"},
+	&cli.StringFlag{Name: "name", Usage: "the runtime's `NAME` in the engine", Value: "warden"},
+	&cli.StringFlag{Name: "binary", Usage: "the warden binary the engine runs (default: this one)"},
+}
+
+var installCommand = &cli.Command{
+	Name:  "install",
+	Usage: "register warden as an OCI runtime with docker or containerd",
+	Subcommands: []*cli.Command{
+		{
+			Name:  "docker",
+			Usage: "add warden to dockerd's runtimes in daemon.json (the global --policy, --policy-dir and --cap-allow become its runtimeArgs)",
+			Flags: installFlags,
+			Action: func(cliContext *cli.Context) error {
+				return install(cliContext, "/etc/docker/daemon.json", runtime.InstallDocker, "reload dockerd (kill -HUP its pid) and use docker run --runtime=%s")
+			},
+		},
+		{
+			Name:  "containerd",
+			Usage: "add warden as a CRI runtime (runc shim, warden as its binary) to containerd's config.toml",
+			Flags: installFlags,
+			Action: func(cliContext *cli.Context) error {
+				if ociGlobals.policy != "" || len(ociGlobals.capAllow) > 0 {
+					return errors.New("install containerd: containerd passes a runtime no arguments; put policies in " + defaultPolicyDir + " (or set WARDEN_POLICY_DIR in containerd's environment) instead of --policy or --cap-allow")
+				}
+				return install(cliContext, "/etc/containerd/config.toml", runtime.InstallContainerd, "restart containerd; Kubernetes pods choose it with a RuntimeClass whose handler is %s")
+			},
+		},
+	},
+}
+
+func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, runtime.RuntimeEntry) ([]byte, error), next string) error {
+	if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	path := cliContext.String("config")
+	if path == "" {
+		path = defaultConfig
+	}
+	binary := cliContext.String("binary")
+	if binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		binary = exe
+	}
+	binary, err := filepath.Abs(binary)
+	if err != nil {
+		return err
+	}
+	e := runtime.RuntimeEntry{Name: cliContext.String("name"), Binary: binary}
+	if p := ociGlobals.policy; p != "" {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return err
+		}
+		e.Args = append(e.Args, "--policy", abs)
+	}
+	if d := ociGlobals.policyDir; d != "" {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return err
+		}
+		e.Args = append(e.Args, "--policy-dir", abs)
+	}
+	for _, c := range ociGlobals.capAllow {
+		e.Args = append(e.Args, "--cap-allow", c)
+	}
+	current, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("install: %w", err)
+	}
+	out, err := edit(current, e)
+	if err != nil {
+		return fmt.Errorf("install: %s: %w", path, err)
+	}
+	if cliContext.Bool("dry-run") {
+		_, err := cliContext.App.Writer.Write(out)
+		return err
+	}
+	if err := runtime.WriteConfig(path, out); err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	fmt.Fprintf(cliContext.App.ErrWriter, "warden: registered runtime %q in %s; "+next+"\n", e.Name, path, e.Name)
+	return nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime"
+)
+
+// ociGlobalFlags are the global flags of the runc-compatible face, as
+// containerd's shim and dockerd pass them (runtimeArgs come first).
+var ociGlobalFlags = []cli.Flag{
+	&cli.StringFlag{Name: "log", Usage: "write log messages (and a failing command's error) to `FILE`"},
+	&cli.StringFlag{Name: "log-format", Usage: "log format: text or json", Value: "text"},
+	&cli.BoolFlag{Name: "systemd-cgroup", Usage: "use systemd cgroups (not supported: warden uses cgroupfs)"},
+	&cli.StringFlag{Name: "policy", Usage: "OCI face: apply the policy `FILE` to every container that does not choose one", EnvVars: []string{"WARDEN_POLICY"}},
+	&cli.StringFlag{Name: "policy-dir", Usage: "OCI face: `DIR` of NAME.toml policies a container may choose with the annotation dev.warden.policy=NAME (default " + defaultPolicyDir + " when it exists)", EnvVars: []string{"WARDEN_POLICY_DIR"}},
+	&cli.StringSliceFlag{Name: "cap-allow", Usage: "OCI face: a capability (CAP_CHOWN) containers under a policy may keep; default none", EnvVars: []string{"WARDEN_CAP_ALLOW"}},
+}
+
+// defaultPolicyDir is the operator's policy directory when neither
+// --policy-dir nor WARDEN_POLICY_DIR names one: containerd's CRI entry can
+// name a binary but pass it no arguments.
+const defaultPolicyDir = "/etc/warden/policies"
+
+// logFile is the --log file, when one was given.
+var logFile *os.File
+
+// ociGlobals are the OCI face's global flag values, read once in the
+// app's Before (commands may have flags of the same names).
+var ociGlobals struct {
+	policy, policyDir string
+	capAllow          []string
+}
+
+// setupLogging configures logrus from the global flags, once, before any
+// command runs, and keeps the OCI face's global flags.
+func setupLogging(cliContext *cli.Context) error {
+	ociGlobals.policy = cliContext.String("policy")
+	ociGlobals.policyDir = cliContext.String("policy-dir")
+	ociGlobals.capAllow = cliContext.StringSlice("cap-allow")
+	logrus.SetOutput(cliContext.App.ErrWriter)
+	if cliContext.Bool("debug") {
+		logrus.SetLevel(logrus.DebugLevel)
+	}
+	switch f := cliContext.String("log-format"); f {
+	case "text":
+	case "json":
+		logrus.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		return fmt.Errorf("--log-format %q: use text or json", f)
+	}
+	if path := cliContext.String("log"); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_SYNC, 0o644)
+		if err != nil {
+			return fmt.Errorf("--log %s: %w", path, err)
+		}
+		logFile = f
+		logrus.SetOutput(f)
+	}
+	if cliContext.Bool("systemd-cgroup") {
+		return errors.New("--systemd-cgroup: this host has no systemd; configure the engine for cgroupfs (dockerd: exec-opts native.cgroupdriver=cgroupfs; containerd: SystemdCgroup = false)")
+	}
+	return nil
+}
+
+// logError writes a failing command's error to the --log file, where
+// containerd's shim and dockerd read it from (the last JSON line).
+func logError(err error) {
+	if err == nil || logFile == nil {
+		return
+	}
+	var ee *exitError
+	if errors.As(err, &ee) && ee.err == nil {
+		return
+	}
+	logrus.Error(err.Error())
+}
+
+// ociRuntime builds the OCI face from the global flags.
+func ociRuntime(cliContext *cli.Context) (*runtime.OCI, error) {
+	o := &runtime.OCI{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow}
+	if !filepath.IsAbs(o.Root) {
+		abs, err := filepath.Abs(o.Root)
+		if err != nil {
+			return nil, fmt.Errorf("--root: %w", err)
+		}
+		o.Root = abs
+	}
+	if file := ociGlobals.policy; file != "" {
+		p, err := policies.Load(file)
+		if err != nil {
+			return nil, fmt.Errorf("--policy: %w", err)
+		}
+		o.Policy, o.PolicyFile = p, file
+	}
+	if o.PolicyDir == "" {
+		if fi, err := os.Stat(defaultPolicyDir); err == nil && fi.IsDir() {
+			o.PolicyDir = defaultPolicyDir
+		}
+	} else {
+		if fi, err := os.Stat(o.PolicyDir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--policy-dir %s: not a directory", o.PolicyDir)
+		}
+	}
+	for _, c := range o.CapAllow {
+		if len(c) < 5 || c[:4] != "CAP_" {
+			return nil, fmt.Errorf("--cap-allow %q: name a capability such as CAP_CHOWN", c)
+		}
+	}
+	return o, nil
+}
+
+// containerArg returns the container id, the first positional argument.
+func containerArg(cliContext *cli.Context, min, max int, usage string) (string, error) {
+	if err := checkArgs(cliContext, min, max, usage); err != nil {
+		return "", err
+	}
+	return cliContext.Args().First(), nil
+}
+
+// statusError turns a process's exit status into warden's exit.
+func statusError(status int) error {
+	if status == 0 {
+		return nil
+	}
+	return &exitError{code: status}
+}

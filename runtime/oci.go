@@ -1,0 +1,789 @@
+package runtime
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
+	libseccomp "github.com/opencontainers/runc/libcontainer/seccomp"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	"github.com/opencontainers/runc/libcontainer/utils"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/spec"
+)
+
+// OCI is warden's runc-compatible face: containers whose config.json comes
+// from an engine (containerd's shim, dockerd) or a user's bundle, each
+// tightened by a warden policy when the runtime is configured with one.
+// Their libcontainer state lives under Root/oci, apart from sessions.
+type OCI struct {
+	Root string
+	// Policy is applied to every container that does not choose one by
+	// annotation; nil with no PolicyDir: containers run as configured.
+	Policy *policies.Policy
+	// PolicyFile is where Policy came from ($SKILL_DIR is its folder).
+	PolicyFile string
+	// PolicyDir holds the policies a container may choose by annotation
+	// (AnnotationSelect), as NAME.toml.
+	PolicyDir string
+	// CapAllow lists the capabilities a container under a policy may keep.
+	CapAllow []string
+}
+
+// AnnotationSelect chooses a container's policy from the operator's policy
+// directory by name.
+const AnnotationSelect = spec.AnnotationPolicy
+
+// ContainerIDPattern is what a container id may look like: the same rule
+// as runc's, so every id an engine makes is accepted.
+func checkContainerID(id string) error {
+	if id == "" {
+		return errors.New("container id cannot be empty")
+	}
+	if len(id) > 1024 || id == "." || id == ".." || strings.ContainsAny(id, "/\x00") || filepath.Base(id) != id {
+		return fmt.Errorf("invalid container id %q", id)
+	}
+	return nil
+}
+
+func (o *OCI) stateDir() string { return filepath.Join(o.Root, "oci") }
+
+// policyRecord is what warden keeps beside libcontainer's state for a
+// container under a policy: exec and update are held to it.
+type policyRecord struct {
+	Policy   string          `json:"policy"`
+	Hash     string          `json:"hash"`
+	Limits   policies.Limits `json:"limits"`
+	Network  bool            `json:"network"` // the policy allows network
+	CapAllow []string        `json:"capAllow"`
+}
+
+const recordFile = "warden.json"
+
+func (o *OCI) prepare() error {
+	if !libseccomp.Enabled {
+		return errors.New("this warden binary was built without seccomp support; build it with `make build` (go build -tags seccomp)")
+	}
+	if err := os.MkdirAll(o.stateDir(), 0o711); err != nil {
+		return fmt.Errorf("state root: %w", err)
+	}
+	return nil
+}
+
+// Load returns an existing container.
+func (o *OCI) Load(id string) (*libcontainer.Container, error) {
+	if err := checkContainerID(id); err != nil {
+		return nil, err
+	}
+	c, err := libcontainer.Load(o.stateDir(), id)
+	if errors.Is(err, libcontainer.ErrNotExist) {
+		return nil, fmt.Errorf("container %s does not exist", id)
+	}
+	return c, err
+}
+
+// CreateOptions are the flags of create and run.
+type CreateOptions struct {
+	ID            string
+	Bundle        string
+	PidFile       string
+	ConsoleSocket string
+	NoPivot       bool
+	NoNewKeyring  bool
+	PreserveFDs   int
+	Detach        bool // run -d; create always detaches
+}
+
+// LoadBundleSpec reads a bundle's config.json.
+func LoadBundleSpec(bundle string) (*specs.Spec, error) {
+	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", bundle, err)
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("bundle %s: config.json: %w", bundle, err)
+	}
+	if s.Process == nil {
+		return nil, fmt.Errorf("bundle %s: config.json has no process", bundle)
+	}
+	if s.Root == nil || s.Root.Path == "" {
+		return nil, fmt.Errorf("bundle %s: config.json has no root.path", bundle)
+	}
+	return &s, nil
+}
+
+var policyNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// choosePolicy decides which policy a container runs under: one it
+// selects by annotation from the policy directory, else the runtime's.
+func (o *OCI) choosePolicy(s *specs.Spec) (*policies.Policy, string, error) {
+	name, selected := s.Annotations[AnnotationSelect]
+	if !selected {
+		return o.Policy, o.PolicyFile, nil
+	}
+	if o.PolicyDir == "" {
+		if o.Policy != nil && name == o.Policy.Name {
+			return o.Policy, o.PolicyFile, nil
+		}
+		if o.Policy == nil && s.Annotations[spec.AnnotationPolicyHash] != "" {
+			// A bundle warden generated carries its policy already applied.
+			return nil, "", nil
+		}
+		return nil, "", fmt.Errorf("annotation %s=%q chooses a policy, but the runtime has no --policy-dir to choose from; configure one (runtimeArgs) or drop the annotation", AnnotationSelect, name)
+	}
+	if !policyNamePattern.MatchString(name) {
+		return nil, "", fmt.Errorf("annotation %s=%q: not a policy name; use the name of a file NAME.toml in %s", AnnotationSelect, name, o.PolicyDir)
+	}
+	file := filepath.Join(o.PolicyDir, name+".toml")
+	p, err := policies.Load(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", fmt.Errorf("annotation %s=%q: no policy %s in %s", AnnotationSelect, name, name+".toml", o.PolicyDir)
+	} else if err != nil {
+		return nil, "", err
+	}
+	return p, file, nil
+}
+
+// tighten applies the container's policy to its spec.
+func (o *OCI) tighten(s *specs.Spec) (*policyRecord, error) {
+	p, file, err := o.choosePolicy(s)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	home, _ := os.UserHomeDir()
+	changes, err := spec.Tighten(s, p, spec.TightenOptions{
+		Vars:         policies.Vars{SkillDir: filepath.Dir(file), Home: home},
+		Capabilities: o.CapAllow,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range changes {
+		logrus.WithField("policy", p.Name).Debug(c)
+	}
+	lim := p.Limits
+	lim.Memory, lim.Pids = *s.Linux.Resources.Memory.Limit, *s.Linux.Resources.Pids.Limit
+	lim.CPU = float64(*s.Linux.Resources.CPU.Quota) / float64(*s.Linux.Resources.CPU.Period)
+	return &policyRecord{Policy: p.Name, Hash: p.Hash(), Limits: lim, CapAllow: o.CapAllow, Network: len(p.Network.Allow) > 0}, nil
+}
+
+func readRecord(c *libcontainer.Container, stateDir string) (*policyRecord, error) {
+	data, err := os.ReadFile(filepath.Join(stateDir, c.ID(), recordFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var r policyRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("container %s: %s: %w", c.ID(), recordFile, err)
+	}
+	return &r, nil
+}
+
+// Create makes a container from a bundle and starts its init, which waits
+// for Start (create), or runs it to the end (run). It returns the exit
+// status for a run that does not detach.
+func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
+	if err := checkContainerID(opts.ID); err != nil {
+		return -1, err
+	}
+	if err := o.prepare(); err != nil {
+		return -1, err
+	}
+	bundle, err := filepath.Abs(opts.Bundle)
+	if err != nil {
+		return -1, err
+	}
+	s, err := LoadBundleSpec(bundle)
+	if err != nil {
+		return -1, err
+	}
+	if !filepath.IsAbs(s.Root.Path) {
+		s.Root.Path = filepath.Join(bundle, s.Root.Path)
+	}
+	rec, err := o.tighten(s)
+	if err != nil {
+		return -1, err
+	}
+	// specconv resolves relative paths (hooks, rootfs) against the
+	// working directory, as runc runs from the bundle.
+	if err := os.Chdir(bundle); err != nil {
+		return -1, err
+	}
+	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
+		CgroupName: opts.ID, NoPivotRoot: opts.NoPivot, NoNewKeyring: opts.NoNewKeyring, Spec: s,
+	})
+	if err != nil {
+		return -1, err
+	}
+	if _, err := os.Stat(filepath.Join(o.stateDir(), opts.ID)); err == nil {
+		return -1, fmt.Errorf("container %s already exists", opts.ID)
+	}
+	c, err := libcontainer.Create(o.stateDir(), opts.ID, cfg)
+	if err != nil {
+		return -1, err
+	}
+	if rec != nil {
+		data, _ := json.Marshal(rec)
+		if err := os.WriteFile(filepath.Join(o.stateDir(), opts.ID, recordFile), data, 0o600); err != nil {
+			c.Destroy()
+			return -1, err
+		}
+	}
+	detach := opts.Detach || !run
+	r := &processRun{container: c, init: true, detach: detach, pidFile: opts.PidFile,
+		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs, destroyOnExit: run}
+	if rec != nil && !rec.Network {
+		// The engine's prestart hooks (docker's libnetwork) and CNI may
+		// have put interfaces into the namespace: a policy without
+		// network leaves only loopback, before the process runs.
+		r.afterStart = isolateNetwork
+	}
+	status, err := r.run(s.Process, run)
+	if err != nil {
+		c.Destroy()
+	}
+	return status, err
+}
+
+// Start runs a created container's process.
+func (o *OCI) Start(id string) error {
+	c, err := o.Load(id)
+	if err != nil {
+		return err
+	}
+	st, err := c.Status()
+	if err != nil {
+		return err
+	}
+	switch st {
+	case libcontainer.Created:
+		return c.Exec()
+	case libcontainer.Stopped:
+		return errors.New("cannot start a container that has stopped")
+	case libcontainer.Running:
+		return errors.New("cannot start an already running container")
+	}
+	return fmt.Errorf("cannot start a container in the %s state", st)
+}
+
+// ContainerState is the OCI state of a container, as `state` prints it.
+type ContainerState struct {
+	OCIVersion  string            `json:"ociVersion"`
+	ID          string            `json:"id"`
+	Pid         int               `json:"pid"`
+	Status      string            `json:"status"`
+	Bundle      string            `json:"bundle"`
+	Rootfs      string            `json:"rootfs"`
+	Created     time.Time         `json:"created"`
+	Owner       string            `json:"owner"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Policy      string            `json:"wardenPolicy,omitempty"`
+}
+
+// State returns a container's state.
+func (o *OCI) State(id string) (*ContainerState, error) {
+	c, err := o.Load(id)
+	if err != nil {
+		return nil, err
+	}
+	return o.state(c)
+}
+
+func (o *OCI) state(c *libcontainer.Container) (*ContainerState, error) {
+	st, err := c.Status()
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.State()
+	if err != nil {
+		return nil, err
+	}
+	pid := s.BaseState.InitProcessPid
+	if st == libcontainer.Stopped {
+		pid = 0
+	}
+	bundle, ann := utils.Annotations(s.Config.Labels)
+	cs := &ContainerState{
+		OCIVersion: s.Config.Version, ID: s.ID, Pid: pid, Status: st.String(), Bundle: bundle,
+		Rootfs: s.Config.Rootfs, Created: s.Created, Owner: "root", Annotations: ann,
+	}
+	if rec, _ := readRecord(c, o.stateDir()); rec != nil {
+		cs.Policy = rec.Policy
+	}
+	return cs, nil
+}
+
+// List returns every container under the root.
+func (o *OCI) List() ([]*ContainerState, error) {
+	entries, err := os.ReadDir(o.stateDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var out []*ContainerState
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		c, err := libcontainer.Load(o.stateDir(), e.Name())
+		if err != nil {
+			continue
+		}
+		if s, err := o.state(c); err == nil {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// ParseSignal reads a signal by number (9) or name (KILL, SIGKILL).
+func ParseSignal(s string) (unix.Signal, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n <= 0 || n > 64 {
+			return 0, fmt.Errorf("signal %d out of range 1-64", n)
+		}
+		return unix.Signal(n), nil
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	sig := unix.SignalNum(name)
+	if sig == 0 {
+		return 0, fmt.Errorf("unknown signal %q; use a number or a name such as TERM or SIGKILL", s)
+	}
+	return sig, nil
+}
+
+// Kill sends a signal to a container's init, or with all to each of its
+// processes.
+func (o *OCI) Kill(id string, sig unix.Signal, all bool) error {
+	c, err := o.Load(id)
+	if err != nil {
+		return err
+	}
+	if all {
+		pids, err := c.Processes()
+		if err == nil {
+			for _, pid := range pids {
+				unix.Kill(pid, sig)
+			}
+			if sig == unix.SIGKILL {
+				c.Resume()
+			}
+			return nil
+		}
+	}
+	err = c.Signal(sig)
+	if errors.Is(err, libcontainer.ErrNotRunning) && all {
+		return nil
+	}
+	if errors.Is(err, libcontainer.ErrNotRunning) {
+		return fmt.Errorf("container %s is not running", id)
+	}
+	return err
+}
+
+// Delete removes a stopped (or, with force, any) container.
+func (o *OCI) Delete(id string, force bool) error {
+	if err := checkContainerID(id); err != nil {
+		return err
+	}
+	c, err := libcontainer.Load(o.stateDir(), id)
+	if err != nil {
+		if errors.Is(err, libcontainer.ErrNotExist) {
+			// An aborted create can leave a folder without state.
+			dir := filepath.Join(o.stateDir(), id)
+			if _, serr := os.Stat(dir); serr == nil {
+				os.RemoveAll(dir)
+				return nil
+			}
+			if force {
+				return nil
+			}
+			return fmt.Errorf("container %s does not exist", id)
+		}
+		return err
+	}
+	if force {
+		return killAndDestroy(c)
+	}
+	st, err := c.Status()
+	if err != nil {
+		return err
+	}
+	switch st {
+	case libcontainer.Stopped:
+		return c.Destroy()
+	case libcontainer.Created:
+		return killAndDestroy(c)
+	}
+	return fmt.Errorf("cannot delete container %s that is not stopped: %s (use --force)", id, st)
+}
+
+// Processes lists the host pids of a container's processes.
+func (o *OCI) Processes(id string) ([]int, error) {
+	c, err := o.Load(id)
+	if err != nil {
+		return nil, err
+	}
+	return c.Processes()
+}
+
+// Pause freezes a container; Resume thaws it.
+func (o *OCI) Pause(id string) error {
+	c, err := o.Load(id)
+	if err != nil {
+		return err
+	}
+	return c.Pause()
+}
+
+func (o *OCI) Resume(id string) error {
+	c, err := o.Load(id)
+	if err != nil {
+		return err
+	}
+	return c.Resume()
+}
+
+// Update changes a container's resources. Under a policy no limit can go
+// above the policy's (the values are lowered to it).
+func (o *OCI) Update(id string, r *specs.LinuxResources) error {
+	c, err := o.Load(id)
+	if err != nil {
+		return err
+	}
+	rec, err := readRecord(c, o.stateDir())
+	if err != nil {
+		return err
+	}
+	if rec != nil {
+		spec.ClampResources(r, rec.Limits, func(format string, args ...any) {
+			logrus.WithField("policy", rec.Policy).Debugf("update: "+format, args...)
+		})
+	}
+	cfg := c.Config()
+	res := cfg.Cgroups.Resources
+	if m := r.Memory; m != nil {
+		if m.Limit != nil {
+			res.Memory = *m.Limit
+		}
+		if m.Reservation != nil {
+			res.MemoryReservation = *m.Reservation
+		}
+		if m.Swap != nil {
+			res.MemorySwap = *m.Swap
+		}
+	}
+	if p := r.Pids; p != nil && p.Limit != nil {
+		res.PidsLimit = p.Limit
+	}
+	if cpu := r.CPU; cpu != nil {
+		if cpu.Shares != nil {
+			res.CpuShares = *cpu.Shares
+		}
+		if cpu.Quota != nil && *cpu.Quota != 0 {
+			res.CpuQuota = *cpu.Quota
+		}
+		if cpu.Period != nil && *cpu.Period != 0 {
+			res.CpuPeriod = *cpu.Period
+		}
+		if cpu.Cpus != "" {
+			res.CpusetCpus = cpu.Cpus
+		}
+		if cpu.Mems != "" {
+			res.CpusetMems = cpu.Mems
+		}
+	}
+	if b := r.BlockIO; b != nil && b.Weight != nil {
+		res.BlkioWeight = *b.Weight
+	}
+	return c.Set(cfg)
+}
+
+// ExecOptions are the flags of exec.
+type OCIExecOptions struct {
+	Process       *specs.Process
+	Detach        bool
+	PidFile       string
+	ConsoleSocket string
+	PreserveFDs   int
+}
+
+// BundleProcess is the process of the container's config.json, the base
+// of an inline exec (`exec ID CMD...`).
+func (o *OCI) BundleProcess(id string) (*specs.Process, error) {
+	c, err := o.Load(id)
+	if err != nil {
+		return nil, err
+	}
+	bundle, ok := utils.SearchLabels(c.Config().Labels, "bundle")
+	if !ok {
+		return nil, fmt.Errorf("container %s: bundle not found in its state", id)
+	}
+	s, err := LoadBundleSpec(bundle)
+	if err != nil {
+		return nil, err
+	}
+	return s.Process, nil
+}
+
+// Exec runs a new process in a running container and returns its exit
+// status (0 when detached).
+func (o *OCI) Exec(id string, opts OCIExecOptions) (int, error) {
+	c, err := o.Load(id)
+	if err != nil {
+		return -1, err
+	}
+	st, err := c.Status()
+	if err != nil {
+		return -1, err
+	}
+	if st == libcontainer.Stopped {
+		return -1, fmt.Errorf("cannot exec in a stopped container %s", id)
+	}
+	if st == libcontainer.Paused {
+		return -1, fmt.Errorf("cannot exec in a paused container %s; resume it first", id)
+	}
+	p := opts.Process
+	if p == nil || len(p.Args) == 0 {
+		return -1, errors.New("exec: the process has no args")
+	}
+	if p.Cwd == "" || !filepath.IsAbs(p.Cwd) {
+		return -1, fmt.Errorf("exec: cwd %q must be an absolute path", p.Cwd)
+	}
+	rec, err := readRecord(c, o.stateDir())
+	if err != nil {
+		return -1, err
+	}
+	if rec != nil {
+		spec.TightenProcess(p, rec.CapAllow, func(format string, args ...any) {
+			logrus.WithField("policy", rec.Policy).Debugf("exec: "+format, args...)
+		})
+	}
+	r := &processRun{container: c, detach: opts.Detach, pidFile: opts.PidFile,
+		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs}
+	return r.run(p, true)
+}
+
+// processRun starts one process in a container (its init or an exec) the
+// way runc does: stdio inherited when detached, a terminal through the
+// console socket, signals forwarded while attached.
+type processRun struct {
+	container     *libcontainer.Container
+	init          bool
+	detach        bool
+	pidFile       string
+	consoleSocket string
+	preserveFDs   int
+	destroyOnExit bool
+	// afterStart runs once the init exists, before its process starts.
+	afterStart func(pid int) error
+}
+
+func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
+	if r.detach && sp.Terminal && r.consoleSocket == "" {
+		return -1, errors.New("cannot allocate a terminal for a detached process without --console-socket")
+	}
+	if (!r.detach || !sp.Terminal) && r.consoleSocket != "" {
+		return -1, errors.New("--console-socket needs a detached process with terminal: true")
+	}
+	p, err := ociProcess(sp)
+	if err != nil {
+		return -1, err
+	}
+	p.Init = r.init
+	p.LogLevel = strconv.Itoa(int(logrus.GetLevel()))
+	for i := 0; i < r.preserveFDs; i++ {
+		fd := 3 + i
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+			return -1, fmt.Errorf("--preserve-fds: fd %d is not open", fd)
+		}
+		p.ExtraFiles = append(p.ExtraFiles, os.NewFile(uintptr(fd), "preserved-fd-"+strconv.Itoa(fd)))
+	}
+	var term *hostTerminal
+	var closeAfter []*os.File
+	switch {
+	case sp.Terminal && r.detach:
+		sock, err := dialConsoleSocket(r.consoleSocket)
+		if err != nil {
+			return -1, err
+		}
+		p.ConsoleSocket = sock
+		closeAfter = append(closeAfter, sock)
+	case sp.Terminal:
+		parent, child, err := utils.NewSockPair("console")
+		if err != nil {
+			return -1, err
+		}
+		p.ConsoleSocket = child
+		closeAfter = append(closeAfter, child)
+		term = &hostTerminal{socket: parent}
+	default:
+		p.Stdin, p.Stdout, p.Stderr = os.Stdin, os.Stdout, os.Stderr
+	}
+	var signals chan os.Signal
+	if !r.detach {
+		// The process is forked twice by libcontainer: as a subreaper
+		// warden stays its parent and gets its exit status.
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return -1, fmt.Errorf("set child subreaper: %w", err)
+		}
+		signals = make(chan os.Signal, 32)
+		signal.Notify(signals)
+		defer signal.Stop(signals)
+	}
+	if r.init {
+		err = r.container.Start(p)
+		if err == nil && r.afterStart != nil {
+			if pid, perr := p.Pid(); perr != nil {
+				err = perr
+			} else {
+				err = r.afterStart(pid)
+			}
+			if err != nil {
+				p.Signal(unix.SIGKILL)
+				p.Wait()
+			}
+		}
+		if err == nil && start {
+			err = r.container.Exec()
+		}
+	} else {
+		err = r.container.Run(p)
+	}
+	for _, f := range closeAfter {
+		f.Close()
+	}
+	if err != nil {
+		return -1, err
+	}
+	if term != nil {
+		if err := term.attach(); err != nil {
+			p.Signal(unix.SIGKILL)
+			p.Wait()
+			return -1, err
+		}
+		defer term.restore()
+	}
+	if r.pidFile != "" {
+		if err := writePidFile(r.pidFile, p); err != nil {
+			p.Signal(unix.SIGKILL)
+			p.Wait()
+			return -1, err
+		}
+	}
+	if r.detach {
+		return 0, nil
+	}
+	status := forwardUntilExit(p, signals, term)
+	if r.destroyOnExit {
+		if err := r.container.Destroy(); err != nil {
+			logrus.Warn(err)
+		}
+	}
+	return status, nil
+}
+
+// forwardUntilExit passes signals to the process until it exits and
+// returns its status: its code, or 128+N when killed by signal N.
+func forwardUntilExit(p *libcontainer.Process, signals chan os.Signal, term *hostTerminal) int {
+	done := make(chan *os.ProcessState, 1)
+	go func() {
+		ps, err := p.Wait()
+		if err != nil {
+			logrus.Debugf("wait: %v", err)
+		}
+		done <- ps
+	}()
+	for {
+		select {
+		case ps := <-done:
+			if term != nil {
+				term.drain()
+			}
+			if ps == nil {
+				return 255
+			}
+			if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				return 128 + int(ws.Signal())
+			}
+			return ps.ExitCode()
+		case sig := <-signals:
+			switch sig {
+			case unix.SIGCHLD, unix.SIGURG, unix.SIGPIPE:
+				continue
+			case unix.SIGWINCH:
+				if term != nil {
+					term.resize()
+				}
+				continue
+			}
+			p.Signal(sig)
+		}
+	}
+}
+
+func writePidFile(path string, p *libcontainer.Process) error {
+	pid, err := p.Pid()
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path))
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// ociProcess converts a spec process the way runc does.
+func ociProcess(p *specs.Process) (*libcontainer.Process, error) {
+	lp := &libcontainer.Process{
+		Args: p.Args, Env: p.Env, UID: int(p.User.UID), GID: int(p.User.GID), Cwd: p.Cwd,
+		Label: p.SelinuxLabel, NoNewPrivileges: &p.NoNewPrivileges, AppArmorProfile: p.ApparmorProfile,
+		Scheduler: p.Scheduler, IOPriority: p.IOPriority,
+	}
+	if p.ConsoleSize != nil {
+		lp.ConsoleWidth, lp.ConsoleHeight = uint16(p.ConsoleSize.Width), uint16(p.ConsoleSize.Height)
+	}
+	if c := p.Capabilities; c != nil {
+		lp.Capabilities = &configs.Capabilities{Bounding: c.Bounding, Effective: c.Effective,
+			Inheritable: c.Inheritable, Permitted: c.Permitted, Ambient: c.Ambient}
+	}
+	for _, g := range p.User.AdditionalGids {
+		lp.AdditionalGroups = append(lp.AdditionalGroups, int(g))
+	}
+	for _, r := range p.Rlimits {
+		rl, err := rlimit(r)
+		if err != nil {
+			return nil, err
+		}
+		lp.Rlimits = append(lp.Rlimits, rl)
+	}
+	aff, err := configs.ConvertCPUAffinity(p.ExecCPUAffinity)
+	if err != nil {
+		return nil, err
+	}
+	lp.CPUAffinity = aff
+	return lp, nil
+}

@@ -1,0 +1,550 @@
+package spec
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/seccomp"
+)
+
+// AnnotationLimitPrefix starts the annotations a container may use to
+// lower (never raise) its policy's limits: dev.warden.limits.memory,
+// dev.warden.limits.pids, dev.warden.limits.cpu.
+const AnnotationLimitPrefix = "dev.warden.limits."
+
+// TightenOptions are the inputs of Tighten besides the spec and policy.
+type TightenOptions struct {
+	// Vars place the policy's path variables on the host; rules using a
+	// variable left empty grant nothing.
+	Vars policies.Vars
+	// Capabilities the runtime's operator lets containers keep; a
+	// container keeps the ones it asks for that are also listed here.
+	Capabilities []string
+	// SameNamespace reports whether a namespace path names one of the
+	// runtime's own (the host's) namespaces, or an error when it cannot
+	// tell; nil compares with /proc/self/ns.
+	SameNamespace func(typ specs.LinuxNamespaceType, path string) (bool, error)
+}
+
+// Tighten applies a policy to an incoming OCI config (an engine's
+// config.json): every step only removes permissions, never adds them. It
+// returns what it changed, one line per change, for the runtime's log.
+// What "tighten" means for each part is documented in README.md (the
+// OCI runtime section); TestTighten* pin it down.
+func Tighten(s *specs.Spec, p *policies.Policy, o TightenOptions) ([]string, error) {
+	if s.Process == nil || s.Root == nil {
+		return nil, fmt.Errorf("%w: config.json needs process and root", ErrInvalid)
+	}
+	if s.Linux == nil {
+		s.Linux = &specs.Linux{}
+	}
+	if o.SameNamespace == nil {
+		o.SameNamespace = sameAsOwnNamespace
+	}
+	lim, err := annotatedLimits(p.Limits, s.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	t := &tightener{s: s, p: p, o: o, limits: lim}
+	steps := []func() error{
+		t.process,
+		t.namespaces,
+		t.rootfs,
+		t.mounts,
+		t.paths,
+		t.devices,
+		t.resources,
+		t.seccomp,
+		t.annotations,
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return t.changes, err
+		}
+	}
+	return t.changes, nil
+}
+
+type tightener struct {
+	s       *specs.Spec
+	p       *policies.Policy
+	o       TightenOptions
+	limits  policies.Limits
+	changes []string
+}
+
+func (t *tightener) changef(format string, args ...any) {
+	t.changes = append(t.changes, fmt.Sprintf(format, args...))
+}
+
+// annotatedLimits lowers the policy's limits by the container's
+// dev.warden.limits.* annotations; a value above the policy's is refused,
+// so an annotation can never widen what the operator configured.
+func annotatedLimits(l policies.Limits, ann map[string]string) (policies.Limits, error) {
+	for k, v := range ann {
+		name, ok := strings.CutPrefix(k, AnnotationLimitPrefix)
+		if !ok {
+			continue
+		}
+		q, err := policies.Parse(k, []byte(fmt.Sprintf("name = \"annotation\"\n[limits]\n%s = %s\n", tomlKey(name), tomlValue(name, v))))
+		if err != nil {
+			return l, fmt.Errorf("%w: annotation %s=%q: %v; valid keys are %smemory (\"128MiB\"), %spids (64), %scpu (0.5)",
+				ErrInvalid, k, v, err, AnnotationLimitPrefix, AnnotationLimitPrefix, AnnotationLimitPrefix)
+		}
+		switch name {
+		case "memory":
+			if q.Limits.Memory > l.Memory {
+				return l, fmt.Errorf("%w: annotation %s=%s is above the policy's %s; an annotation can only lower limits", ErrInvalid, k, v, formatBytes(l.Memory))
+			}
+			l.Memory = q.Limits.Memory
+		case "pids":
+			if q.Limits.Pids > l.Pids {
+				return l, fmt.Errorf("%w: annotation %s=%s is above the policy's %d; an annotation can only lower limits", ErrInvalid, k, v, l.Pids)
+			}
+			l.Pids = q.Limits.Pids
+		case "cpu":
+			if q.Limits.CPU > l.CPU {
+				return l, fmt.Errorf("%w: annotation %s=%s is above the policy's %g; an annotation can only lower limits", ErrInvalid, k, v, l.CPU)
+			}
+			l.CPU = q.Limits.CPU
+		default:
+			return l, fmt.Errorf("%w: annotation %s: unknown limit; use %smemory, %spids or %scpu", ErrInvalid, k, AnnotationLimitPrefix, AnnotationLimitPrefix, AnnotationLimitPrefix)
+		}
+	}
+	return l, nil
+}
+
+// tomlKey and tomlValue let the policy parser check an annotation's
+// value with the same rules (units, bounds) as a policy file's.
+func tomlKey(name string) string {
+	if name == "memory" || name == "pids" || name == "cpu" {
+		return name
+	}
+	return "unknown"
+}
+
+func tomlValue(name, v string) string {
+	if name == "memory" {
+		return fmt.Sprintf("%q", v)
+	}
+	for _, r := range v {
+		if !strings.ContainsRune("0123456789.", r) {
+			return `"bad"`
+		}
+	}
+	if v == "" {
+		return `"bad"`
+	}
+	return v
+}
+
+func formatBytes(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// process: no_new_privs always; capabilities limited to what both the
+// container asks for and the operator allows.
+func (t *tightener) process() error {
+	TightenProcess(t.s.Process, t.o.Capabilities, t.changef)
+	return nil
+}
+
+// TightenProcess applies the policy's rules for a process (the
+// container's first or one run by exec): no_new_privs, and only the
+// capabilities in allowed. changef, if not nil, hears what changed.
+func TightenProcess(p *specs.Process, allowed []string, changef func(string, ...any)) {
+	if changef == nil {
+		changef = func(string, ...any) {}
+	}
+	if !p.NoNewPrivileges {
+		p.NoNewPrivileges = true
+		changef("process: noNewPrivileges set")
+	}
+	if p.Capabilities == nil {
+		return
+	}
+	keep := func(set string, caps []string) []string {
+		out := []string{}
+		for _, c := range caps {
+			if slices.Contains(allowed, strings.ToUpper(c)) {
+				out = append(out, c)
+			} else {
+				changef("process: capability %s dropped from the %s set (not in the runtime's --cap-allow)", c, set)
+			}
+		}
+		return out
+	}
+	c := p.Capabilities
+	c.Bounding = keep("bounding", c.Bounding)
+	c.Effective = keep("effective", c.Effective)
+	c.Permitted = keep("permitted", c.Permitted)
+	c.Inheritable = keep("inheritable", c.Inheritable)
+	c.Ambient = keep("ambient", c.Ambient)
+}
+
+// namespaces: the container gets its own mount, pid, ipc, uts and cgroup
+// namespaces, and its own network namespace unless the policy allows
+// network; joining one of the host's own namespaces by path is refused.
+// Joining another container's namespace (a Kubernetes pod's) is kept.
+func (t *tightener) namespaces() error {
+	need := []specs.LinuxNamespaceType{specs.MountNamespace, specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.CgroupNamespace}
+	if len(t.p.Network.Allow) == 0 {
+		need = append(need, specs.NetworkNamespace)
+	}
+	for _, ns := range t.s.Linux.Namespaces {
+		if ns.Path == "" {
+			continue
+		}
+		same, err := t.o.SameNamespace(ns.Type, ns.Path)
+		if err != nil {
+			return fmt.Errorf("%w: linux.namespaces: %s namespace %s: %v; a container under policy %s may join only namespaces warden can inspect", ErrInvalid, ns.Type, ns.Path, err, t.p.Name)
+		}
+		if same {
+			return fmt.Errorf("%w: linux.namespaces: %s namespace %s is the host's own; a container under policy %s gets its own (drop the host namespace option)", ErrInvalid, ns.Type, ns.Path, t.p.Name)
+		}
+	}
+	for _, typ := range need {
+		if !slices.ContainsFunc(t.s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == typ }) {
+			t.s.Linux.Namespaces = append(t.s.Linux.Namespaces, specs.LinuxNamespace{Type: typ})
+			t.changef("namespaces: own %s namespace added (the config shared the host's)", typ)
+		}
+	}
+	return nil
+}
+
+// sameAsOwnNamespace compares a namespace file with this process's own.
+func sameAsOwnNamespace(typ specs.LinuxNamespaceType, path string) (bool, error) {
+	name := map[specs.LinuxNamespaceType]string{
+		specs.PIDNamespace: "pid", specs.NetworkNamespace: "net", specs.MountNamespace: "mnt",
+		specs.IPCNamespace: "ipc", specs.UTSNamespace: "uts", specs.UserNamespace: "user",
+		specs.CgroupNamespace: "cgroup", specs.TimeNamespace: "time",
+	}[typ]
+	if name == "" {
+		return false, fmt.Errorf("unknown namespace type")
+	}
+	var a, b unix.Stat_t
+	if err := unix.Stat(path, &a); err != nil {
+		return false, err
+	}
+	if err := unix.Stat("/proc/self/ns/"+name, &b); err != nil {
+		// The host lacks this kind of namespace: nothing to share.
+		return false, nil
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino, nil
+}
+
+// rootfs: the container's root is read-only; a private /tmp (noexec, half
+// the memory limit) is added when the config has none.
+func (t *tightener) rootfs() error {
+	if !t.s.Root.Readonly {
+		t.s.Root.Readonly = true
+		t.changef("root: made read-only")
+	}
+	if !slices.ContainsFunc(t.s.Mounts, func(m specs.Mount) bool { return filepath.Clean(m.Destination) == "/tmp" }) {
+		t.s.Mounts = append(t.s.Mounts, specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
+			Options: []string{"nosuid", "nodev", "noexec", "mode=1777", fmt.Sprintf("size=%dk", t.limits.Memory/2/1024)}})
+		t.changef("mounts: private /tmp tmpfs added (noexec)")
+	}
+	return nil
+}
+
+// kernelFS are the mount types a container may have besides binds; the
+// ones that expose the host's kernel state are read-only.
+var kernelFS = map[string]bool{"proc": false, "tmpfs": false, "devpts": false, "mqueue": false, "sysfs": true, "cgroup": true, "cgroup2": true}
+
+// mounts: a bind's host source is checked against the policy's fs rules:
+// denied -> refused; write grant -> writable but noexec,nosuid,nodev;
+// anything else -> read-only. Denied and read-only paths beneath a bind
+// are masked or made read-only inside. Other file systems: only the
+// kernel's virtual ones, writable ones noexec,nosuid,nodev.
+func (t *tightener) mounts() error {
+	exp, err := expandLenient(t.p, t.o.Vars)
+	if err != nil {
+		return err
+	}
+	rules := exp.Rules()
+	for i := range t.s.Mounts {
+		m := &t.s.Mounts[i]
+		if isBind(*m) {
+			if err := t.bind(m, exp, rules); err != nil {
+				return err
+			}
+			continue
+		}
+		ro, ok := kernelFS[m.Type]
+		if !ok {
+			return fmt.Errorf("%w: mounts: %s of type %q is not allowed under policy %s; use a bind mount of a folder the policy grants", ErrInvalid, m.Destination, m.Type, t.p.Name)
+		}
+		if ro && !slices.Contains(m.Options, "ro") {
+			m.Options = setRO(m.Options)
+			t.changef("mounts: %s (%s) made read-only", m.Destination, m.Type)
+		}
+		if !ro && m.Type != "proc" {
+			m.Options = addOptions(m.Options, "nosuid")
+			// /dev and /dev/pts hold the device nodes a container needs.
+			if m.Type != "devpts" && filepath.Clean(m.Destination) != "/dev" {
+				m.Options = addOptions(m.Options, "nodev")
+			}
+			if m.Type == "tmpfs" && !slices.Contains(m.Options, "noexec") {
+				m.Options = addOptions(m.Options, "noexec")
+				t.changef("mounts: %s (tmpfs) made noexec", m.Destination)
+			}
+		}
+	}
+	return nil
+}
+
+func isBind(m specs.Mount) bool {
+	return m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind")
+}
+
+func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.Rule) error {
+	src, err := filepath.EvalSymlinks(m.Source)
+	if err != nil {
+		return fmt.Errorf("%w: mounts: %s: source %s: %v", ErrInvalid, m.Destination, m.Source, err)
+	}
+	// Read-only and denied rules strictly below the source are applied
+	// inside the container at the matching place.
+	for _, r := range rules {
+		rel, ok := under(r.Path, src)
+		if !ok || rel == "." {
+			continue
+		}
+		inside := filepath.Join(m.Destination, rel)
+		switch r.Access {
+		case policies.AccessNone:
+			if !slices.Contains(t.s.Linux.MaskedPaths, inside) {
+				t.s.Linux.MaskedPaths = append(t.s.Linux.MaskedPaths, inside)
+				t.changef("mounts: %s masked (the policy denies %s)", inside, r.Path)
+			}
+		case policies.AccessRead:
+			if !slices.Contains(t.s.Linux.ReadonlyPaths, inside) {
+				t.s.Linux.ReadonlyPaths = append(t.s.Linux.ReadonlyPaths, inside)
+			}
+		}
+	}
+	access := exp.AccessAt(src)
+	denied := access == policies.AccessNone && slices.ContainsFunc(exp.FS.Deny, func(d string) bool {
+		_, ok := under(src, d)
+		return ok
+	})
+	switch {
+	case denied:
+		return fmt.Errorf("%w: mounts: %s: the policy %s denies %s; remove the mount", ErrInvalid, m.Destination, t.p.Name, src)
+	case access == policies.AccessWrite:
+		if !slices.Contains(m.Options, "ro") {
+			before := len(m.Options)
+			m.Options = addOptions(m.Options, "nosuid", "nodev", "noexec")
+			if len(m.Options) != before {
+				t.changef("mounts: %s (granted for writing) made noexec,nosuid,nodev", m.Destination)
+			}
+		}
+	default:
+		if !slices.Contains(m.Options, "ro") {
+			m.Options = setRO(m.Options)
+			t.changef("mounts: %s made read-only (%s is not granted for writing by policy %s)", m.Destination, src, t.p.Name)
+		}
+		m.Options = addOptions(m.Options, "nosuid", "nodev")
+	}
+	return nil
+}
+
+// expandLenient places the policy's fs rules on the host, leaving out
+// rules whose variable has no value here (a container has no $WORK_DIR
+// unless the operator sets one): such a rule names no host path, so
+// leaving it out grants nothing.
+func expandLenient(p *policies.Policy, v policies.Vars) (*policies.Policy, error) {
+	vals := map[string]string{"$SKILL_DIR": v.SkillDir, "$WORK_DIR": v.WorkDir, "$DATA_DIR": v.DataDir, "$HOME": v.Home}
+	keep := func(l []string) []string {
+		var out []string
+		for _, s := range l {
+			name, _, _ := strings.Cut(s, "/")
+			if val, isVar := vals[name]; isVar && val == "" {
+				continue
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	q := *p
+	q.FS = policies.FS{Read: keep(p.FS.Read), Write: keep(p.FS.Write), Deny: keep(p.FS.Deny)}
+	return q.Expand(v)
+}
+
+func setRO(opts []string) []string {
+	out := []string{"ro"}
+	for _, o := range opts {
+		if o != "rw" && o != "ro" {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func addOptions(opts []string, add ...string) []string {
+	for _, a := range add {
+		if !slices.Contains(opts, a) {
+			opts = append(opts, a)
+		}
+	}
+	return opts
+}
+
+// containerMasked are masked and read-only in every container under a
+// policy, on top of what the config asks for (a privileged config asks
+// for none).
+var containerMasked = append(slices.Clone(maskedPaths), "/sys/firmware", "/sys/devices/virtual/powercap", "/proc/sysrq-trigger")
+
+func (t *tightener) paths() error {
+	for _, p := range containerMasked {
+		if !slices.Contains(t.s.Linux.MaskedPaths, p) {
+			t.s.Linux.MaskedPaths = append(t.s.Linux.MaskedPaths, p)
+		}
+	}
+	for _, p := range readonlyPaths {
+		if !slices.Contains(t.s.Linux.ReadonlyPaths, p) {
+			t.s.Linux.ReadonlyPaths = append(t.s.Linux.ReadonlyPaths, p)
+		}
+	}
+	return nil
+}
+
+// standardDevices are the character devices (major, minor; -1 any) every
+// container has; no other device node or device cgroup grant survives.
+var standardDevices = [][2]int64{{1, 3}, {1, 5}, {1, 7}, {1, 8}, {1, 9}, {5, 0}, {5, 1}, {5, 2}, {136, -1}}
+
+func isStandardDevice(typ string, major, minor *int64) bool {
+	if typ != "c" || major == nil {
+		return false
+	}
+	for _, d := range standardDevices {
+		if *major == d[0] && (d[1] == -1 || minor != nil && *minor == d[1]) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *tightener) devices() error {
+	var devs []specs.LinuxDevice
+	for _, d := range t.s.Linux.Devices {
+		if isStandardDevice(d.Type, &d.Major, &d.Minor) {
+			devs = append(devs, d)
+			continue
+		}
+		t.changef("devices: %s dropped", d.Path)
+	}
+	t.s.Linux.Devices = devs
+	if t.s.Linux.Resources == nil {
+		t.s.Linux.Resources = &specs.LinuxResources{}
+	}
+	rules := []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}
+	for _, r := range t.s.Linux.Resources.Devices {
+		if r.Allow && isStandardDevice(r.Type, r.Major, r.Minor) {
+			rules = append(rules, r)
+		} else if r.Allow {
+			t.changef("devices: cgroup grant %s %s dropped", r.Type, deviceNumber(r))
+		}
+	}
+	t.s.Linux.Resources.Devices = rules
+	return nil
+}
+
+func deviceNumber(r specs.LinuxDeviceCgroup) string {
+	f := func(p *int64) string {
+		if p == nil {
+			return "*"
+		}
+		return fmt.Sprint(*p)
+	}
+	return f(r.Major) + ":" + f(r.Minor)
+}
+
+// resources: memory, pids and cpu each become the smaller of the
+// config's and the policy's; swap is off (memory+swap = memory).
+func (t *tightener) resources() error {
+	r := t.s.Linux.Resources
+	ClampResources(r, t.limits, t.changef)
+	return nil
+}
+
+// ClampResources lowers r to the limits (the policy's, after annotations):
+// used at create and for every `update`, so no update can raise a limit
+// above the policy.
+func ClampResources(r *specs.LinuxResources, l policies.Limits, changef func(string, ...any)) {
+	if changef == nil {
+		changef = func(string, ...any) {}
+	}
+	if r.Memory == nil {
+		r.Memory = &specs.LinuxMemory{}
+	}
+	mem := l.Memory
+	if r.Memory.Limit != nil && *r.Memory.Limit > 0 && *r.Memory.Limit < mem {
+		mem = *r.Memory.Limit
+	} else if r.Memory.Limit == nil || *r.Memory.Limit <= 0 || *r.Memory.Limit > mem {
+		changef("resources: memory limit %s (the policy's)", formatBytes(mem))
+	}
+	r.Memory.Limit = &mem
+	swap := mem
+	r.Memory.Swap = &swap
+	if r.Memory.Reservation != nil && *r.Memory.Reservation > mem {
+		res := mem
+		r.Memory.Reservation = &res
+	}
+	if r.Pids == nil {
+		r.Pids = &specs.LinuxPids{}
+	}
+	pids := l.Pids
+	if r.Pids.Limit != nil && *r.Pids.Limit > 0 && *r.Pids.Limit < pids {
+		pids = *r.Pids.Limit
+	} else {
+		changef("resources: pids limit %d (the policy's)", pids)
+	}
+	r.Pids.Limit = &pids
+	if r.CPU == nil {
+		r.CPU = &specs.LinuxCPU{}
+	}
+	period := uint64(100_000)
+	if r.CPU.Period != nil && *r.CPU.Period > 0 {
+		period = *r.CPU.Period
+	}
+	quota := int64(l.CPU * float64(period))
+	if r.CPU.Quota != nil && *r.CPU.Quota > 0 && *r.CPU.Quota < quota {
+		quota = *r.CPU.Quota
+	} else {
+		changef("resources: cpu quota %d/%d (the policy's %g cores)", quota, period, l.CPU)
+	}
+	r.CPU.Period, r.CPU.Quota = &period, &quota
+}
+
+// seccomp: a syscall is allowed only when both warden's profile for the
+// policy and the config's own profile allow it.
+func (t *tightener) seccomp() error {
+	w := seccomp.ForPolicy(t.p)
+	if t.s.Linux.Seccomp != nil {
+		w = seccomp.Intersect(w, t.s.Linux.Seccomp)
+		t.changef("seccomp: the config's profile intersected with warden's")
+	} else {
+		t.changef("seccomp: warden's profile added")
+	}
+	t.s.Linux.Seccomp = w
+	return nil
+}
+
+func (t *tightener) annotations() error {
+	if t.s.Annotations == nil {
+		t.s.Annotations = map[string]string{}
+	}
+	t.s.Annotations[AnnotationPolicy] = t.p.Name
+	t.s.Annotations[AnnotationPolicyHash] = t.p.Hash()
+	return nil
+}

@@ -1,0 +1,300 @@
+package spec
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/warden-sandbox/warden/policies"
+)
+
+// engineConfig is a config.json the way an engine writes one: docker's
+// default capabilities plus one asked for, the host's network, a
+// writable root, a device and generous limits.
+func engineConfig(binds ...specs.Mount) *specs.Spec {
+	mem, pids := int64(1<<30), int64(4096)
+	major := int64(8)
+	caps := []string{"CAP_CHOWN", "CAP_NET_RAW", "CAP_SYS_ADMIN"}
+	return &specs.Spec{
+		Version: specs.Version,
+		Root:    &specs.Root{Path: "rootfs"},
+		Process: &specs.Process{Args: []string{"sh"}, Cwd: "/", Capabilities: &specs.LinuxCapabilities{
+			Bounding: caps, Effective: caps, Permitted: caps, Inheritable: caps, Ambient: []string{"CAP_SYS_ADMIN"}}},
+		Mounts: append([]specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc"},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts"},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "rw"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm"},
+		}, binds...),
+		Linux: &specs.Linux{
+			Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}},
+			Devices:    []specs.LinuxDevice{{Path: "/dev/sda", Type: "b", Major: 8, Minor: 0}, {Path: "/dev/null", Type: "c", Major: 1, Minor: 3}},
+			Resources: &specs.LinuxResources{
+				Memory:  &specs.LinuxMemory{Limit: &mem},
+				Pids:    &specs.LinuxPids{Limit: &pids},
+				Devices: []specs.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}, {Allow: true, Type: "b", Major: &major, Access: "rw"}},
+			},
+		},
+	}
+}
+
+func mustPolicy(t *testing.T, text string) *policies.Policy {
+	t.Helper()
+	p, err := policies.Parse("test.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func bind(src, dst string, opts ...string) specs.Mount {
+	return specs.Mount{Destination: dst, Type: "bind", Source: src, Options: append([]string{"rbind"}, opts...)}
+}
+
+func notHost(specs.LinuxNamespaceType, string) (bool, error) { return false, nil }
+
+func TestTightenProcessAndNamespaces(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		allow    []string
+		network  string
+		wantCaps []string
+		wantNet  bool
+	}{
+		{"no capabilities allowed", nil, "", []string{}, true},
+		{"only allowed ones kept", []string{"CAP_CHOWN", "CAP_KILL"}, "", []string{"CAP_CHOWN"}, true},
+		{"network allowed keeps the engine's network", nil, "[network]\nallow = [\"example.com:443\"]\n", []string{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := engineConfig()
+			p := mustPolicy(t, "name = \"t\"\n"+tc.network)
+			if _, err := Tighten(s, p, TightenOptions{Capabilities: tc.allow, SameNamespace: notHost}); err != nil {
+				t.Fatal(err)
+			}
+			c := s.Process.Capabilities
+			for set, got := range map[string][]string{"bounding": c.Bounding, "effective": c.Effective, "permitted": c.Permitted, "inheritable": c.Inheritable} {
+				if !slices.Equal(got, tc.wantCaps) {
+					t.Errorf("%s: %v, want %v", set, got, tc.wantCaps)
+				}
+			}
+			if len(c.Ambient) != 0 {
+				t.Errorf("ambient: %v (CAP_SYS_ADMIN must never survive)", c.Ambient)
+			}
+			if !s.Process.NoNewPrivileges {
+				t.Error("noNewPrivileges not set")
+			}
+			has := func(typ specs.LinuxNamespaceType) bool {
+				return slices.ContainsFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == typ })
+			}
+			for _, typ := range []specs.LinuxNamespaceType{specs.IPCNamespace, specs.UTSNamespace, specs.CgroupNamespace} {
+				if !has(typ) {
+					t.Errorf("%s namespace not added", typ)
+				}
+			}
+			if has(specs.NetworkNamespace) != tc.wantNet {
+				t.Errorf("network namespace present %v, want %v", has(specs.NetworkNamespace), tc.wantNet)
+			}
+		})
+	}
+}
+
+func TestTightenRefusesHostNamespace(t *testing.T) {
+	s := engineConfig()
+	s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/proc/1/ns/net"})
+	_, err := Tighten(s, mustPolicy(t, `name = "t"`), TightenOptions{SameNamespace: func(specs.LinuxNamespaceType, string) (bool, error) { return true, nil }})
+	if err == nil || !strings.Contains(err.Error(), "host's own") {
+		t.Fatalf("joining the host's network namespace: err %v", err)
+	}
+	// The real check: this process's own namespace is the host's.
+	if same, err := sameAsOwnNamespace(specs.NetworkNamespace, "/proc/self/ns/net"); !same || err != nil {
+		t.Fatalf("sameAsOwnNamespace does not recognise /proc/self/ns/net: %v", err)
+	}
+	if _, err := sameAsOwnNamespace(specs.NetworkNamespace, "/nonexistent/ns"); err == nil {
+		t.Fatal("a namespace path that cannot be inspected passed")
+	}
+}
+
+func TestTightenMounts(t *testing.T) {
+	root := t.TempDir()
+	mk := func(p string) string {
+		d := filepath.Join(root, p)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	work, ro, other, secret := mk("work"), mk("ro"), mk("other"), mk("home/.ssh")
+	home := filepath.Dir(secret)
+	link := filepath.Join(root, "link-to-secret")
+	os.Symlink(secret, link)
+	p := mustPolicy(t, "name = \"t\"\n[fs]\nwrite = [\""+work+"\"]\nread = [\""+ro+"\", \""+home+"\"]\ndeny = [\""+secret+"\"]\n")
+
+	s := engineConfig(bind(work, "/work", "rw"), bind(ro, "/ro", "rw"), bind(other, "/other"), bind(home, "/home"))
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dst       string
+		want, not []string
+	}{
+		{"/work", []string{"rw", "noexec", "nosuid", "nodev"}, []string{"ro"}},
+		{"/ro", []string{"ro", "nosuid", "nodev"}, []string{"rw"}},
+		{"/other", []string{"ro"}, nil},
+		{"/home", []string{"ro"}, nil},
+		{"/sys", []string{"ro"}, []string{"rw"}},
+		{"/dev/shm", []string{"noexec", "nosuid", "nodev"}, nil},
+		{"/tmp", []string{"noexec", "nosuid", "nodev"}, nil},
+		{"/dev", []string{"nosuid"}, []string{"nodev"}},
+	} {
+		m := findMount(s, tc.dst)
+		if m == nil {
+			t.Errorf("%s: mount missing", tc.dst)
+			continue
+		}
+		for _, o := range tc.want {
+			if !slices.Contains(m.Options, o) {
+				t.Errorf("%s: options %v lack %s", tc.dst, m.Options, o)
+			}
+		}
+		for _, o := range tc.not {
+			if slices.Contains(m.Options, o) {
+				t.Errorf("%s: options %v must not hold %s", tc.dst, m.Options, o)
+			}
+		}
+	}
+	if !s.Root.Readonly {
+		t.Error("root not read-only")
+	}
+	if !slices.Contains(s.Linux.MaskedPaths, "/home/.ssh") {
+		t.Errorf("the denied folder under a bind is not masked: %v", s.Linux.MaskedPaths)
+	}
+	for _, m := range []string{"/proc/kcore", "/sys/firmware"} {
+		if !slices.Contains(s.Linux.MaskedPaths, m) {
+			t.Errorf("%s not masked", m)
+		}
+	}
+
+	for _, tc := range []struct {
+		name  string
+		mount specs.Mount
+		want  string
+	}{
+		{"denied folder", bind(secret, "/keys"), "denies"},
+		{"denied folder through a symlink", bind(link, "/keys"), "denies"},
+		{"block device file system", specs.Mount{Destination: "/disk", Type: "ext4", Source: "/dev/sda1"}, "not allowed"},
+		{"missing source", bind(filepath.Join(root, "absent"), "/x"), "source"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Tighten(engineConfig(tc.mount), p, TightenOptions{SameNamespace: notHost})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTightenDevicesAndResources(t *testing.T) {
+	s := engineConfig()
+	p := mustPolicy(t, "name = \"t\"\n[limits]\nmemory = \"64MiB\"\npids = 32\ncpu = 0.5\n")
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Linux.Devices) != 1 || s.Linux.Devices[0].Path != "/dev/null" {
+		t.Errorf("devices %v, want /dev/null only", s.Linux.Devices)
+	}
+	for _, r := range s.Linux.Resources.Devices {
+		if r.Allow {
+			t.Errorf("device cgroup grant survived: %+v", r)
+		}
+	}
+	r := s.Linux.Resources
+	if *r.Memory.Limit != 64<<20 || *r.Memory.Swap != 64<<20 {
+		t.Errorf("memory %d swap %d, want the policy's 64MiB and no swap", *r.Memory.Limit, *r.Memory.Swap)
+	}
+	if *r.Pids.Limit != 32 {
+		t.Errorf("pids %d", *r.Pids.Limit)
+	}
+	if *r.CPU.Quota != 50_000 || *r.CPU.Period != 100_000 {
+		t.Errorf("cpu %d/%d", *r.CPU.Quota, *r.CPU.Period)
+	}
+
+	// Lower values of the config's own stay.
+	low, lowPids, quota := int64(16<<20), int64(8), int64(10_000)
+	r = &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: &low}, Pids: &specs.LinuxPids{Limit: &lowPids}, CPU: &specs.LinuxCPU{Quota: &quota}}
+	ClampResources(r, p.Limits, nil)
+	if *r.Memory.Limit != low || *r.Pids.Limit != 8 || *r.CPU.Quota != 10_000 {
+		t.Errorf("lower limits changed: %d %d %d", *r.Memory.Limit, *r.Pids.Limit, *r.CPU.Quota)
+	}
+	// An update asking for more (or for unlimited, -1) gets the policy's.
+	high, unlimited := int64(1<<40), int64(-1)
+	r = &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: &high}, Pids: &specs.LinuxPids{Limit: &unlimited}}
+	ClampResources(r, p.Limits, nil)
+	if *r.Memory.Limit != 64<<20 || *r.Pids.Limit != 32 {
+		t.Errorf("raising update: memory %d pids %d", *r.Memory.Limit, *r.Pids.Limit)
+	}
+}
+
+func TestTightenAnnotations(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n[limits]\nmemory = \"64MiB\"\npids = 32\n")
+	for _, tc := range []struct {
+		ann     map[string]string
+		wantMem int64
+		wantErr string
+	}{
+		{map[string]string{"dev.warden.limits.memory": "32MiB"}, 32 << 20, ""},
+		{map[string]string{"dev.warden.limits.pids": "8"}, 64 << 20, ""},
+		{map[string]string{"dev.warden.limits.memory": "1GiB"}, 0, "can only lower"},
+		{map[string]string{"dev.warden.limits.pids": "33"}, 0, "can only lower"},
+		{map[string]string{"dev.warden.limits.memory": "lots"}, 0, "not a size"},
+		{map[string]string{"dev.warden.limits.pids": "1\nname = \"x\""}, 0, "annotation"},
+		{map[string]string{"dev.warden.limits.swap": "1"}, 0, "annotation"},
+	} {
+		s := engineConfig()
+		s.Annotations = tc.ann
+		_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost})
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%v: err %v, want %q", tc.ann, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tc.ann, err)
+			continue
+		}
+		if *s.Linux.Resources.Memory.Limit != tc.wantMem {
+			t.Errorf("%v: memory %d, want %d", tc.ann, *s.Linux.Resources.Memory.Limit, tc.wantMem)
+		}
+		if s.Annotations[AnnotationPolicy] != "t" {
+			t.Errorf("applied policy not recorded: %v", s.Annotations)
+		}
+	}
+}
+
+func TestTightenSeccomp(t *testing.T) {
+	p := mustPolicy(t, `name = "t"`)
+	s := engineConfig()
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Linux.Seccomp == nil || s.Linux.Seccomp.DefaultAction == specs.ActAllow {
+		t.Fatalf("no seccomp allow-list: %+v", s.Linux.Seccomp)
+	}
+	// A config's own profile that refuses a syscall warden allows keeps
+	// it refused.
+	s = engineConfig()
+	s.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, Syscalls: []specs.LinuxSyscall{{Names: []string{"mkdir"}, Action: specs.ActErrno}}}
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range s.Linux.Seccomp.Syscalls {
+		if r.Action == specs.ActAllow && slices.Contains(r.Names, "mkdir") {
+			t.Fatal("mkdir allowed although the config's profile refuses it")
+		}
+	}
+}
