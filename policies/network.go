@@ -184,6 +184,12 @@ func (h HostPattern) Match(host string, port int) bool {
 	return host == h.name
 }
 
+// Prefix returns the address range of an IP or CIDR pattern; ok is false
+// for name patterns.
+func (h HostPattern) Prefix() (prefix netip.Prefix, ok bool) {
+	return h.prefix, h.name == "" && h.prefix.IsValid()
+}
+
 // String returns the canonical form, which ParseHostPattern reads back.
 func (h HostPattern) String() string {
 	var host string

@@ -99,3 +99,26 @@ func TestIntersectPatterns(t *testing.T) {
 		}
 	}
 }
+
+func TestHostPatternPrefix(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want string // "" for name patterns
+	}{
+		{"api.example.com:443", ""},
+		{"*.example.com:*", ""},
+		{"127.0.0.1:80", "127.0.0.1/32"},
+		{"10.0.0.0/8:*", "10.0.0.0/8"},
+		{"[::1]:443", "::1/128"},
+		{"[::ffff:10.0.0.0/104]:443", "10.0.0.0/8"},
+	} {
+		h, err := ParseHostPattern(c.in)
+		if err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		p, ok := h.Prefix()
+		if ok != (c.want != "") || ok && p.String() != c.want {
+			t.Errorf("%s: Prefix() = %v, %v; want %q", c.in, p, ok, c.want)
+		}
+	}
+}

@@ -1,0 +1,340 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warden-sandbox/warden/policies"
+)
+
+// Defaults for a session's proxy.
+const (
+	DefaultMaxConns         = 64
+	DefaultIdleTimeout      = 5 * time.Minute
+	DefaultDialTimeout      = 10 * time.Second
+	DefaultHandshakeTimeout = 30 * time.Second
+)
+
+// Config is one session's egress policy.
+type Config struct {
+	Policy string // the policy's name, for messages
+	Allow  []policies.HostPattern
+	// Hosts resolves these names (lower-case, no trailing dot) instead of
+	// DNS, like an /etc/hosts file; the address checks still apply.
+	Hosts map[string][]netip.Addr
+	// Resolver resolves every other name; nil means net.DefaultResolver.
+	Resolver *net.Resolver
+	// MaxConns bounds the connections open at once (DefaultMaxConns if 0).
+	MaxConns int
+	// IdleTimeout closes a connection on which nothing moved for that long
+	// (DefaultIdleTimeout if 0).
+	IdleTimeout time.Duration
+	// DialTimeout bounds one upstream connect (DefaultDialTimeout if 0).
+	DialTimeout time.Duration
+	// HandshakeTimeout bounds reading a request (DefaultHandshakeTimeout if 0).
+	HandshakeTimeout time.Duration
+	// Audit receives every decision; it may be nil.
+	Audit func(Record)
+}
+
+// Record is one decision: a connection (CONNECT, SOCKS5) or a request
+// (plain HTTP) allowed or denied. BytesOut went from the sandbox to the
+// host, BytesIn came back.
+type Record struct {
+	Allowed  bool
+	Proto    string // http, connect, socks5
+	Host     string // as the client asked
+	Port     int
+	Addr     string // the address dialed
+	Rule     string // the network.allow rule that matched
+	BytesIn  int64
+	BytesOut int64
+	Duration time.Duration
+	Reason   string // why it was denied, or how an allowed one failed
+}
+
+// Proxy serves one session.
+type Proxy struct {
+	cfg   Config
+	own   hostAddrs
+	ctx   context.Context
+	stop  context.CancelFunc
+	slots chan struct{}
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	lns    []net.Listener
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New makes a proxy enforcing cfg.
+func New(cfg Config) *Proxy {
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Proxy{cfg: cfg, ctx: ctx, stop: stop, slots: make(chan struct{}, cfg.MaxConns), conns: map[net.Conn]struct{}{}}
+}
+
+// Serve accepts connections on ln until ln or the proxy is closed.
+func (p *Proxy) Serve(ln net.Listener) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		ln.Close()
+		return net.ErrClosed
+	}
+	p.lns = append(p.lns, ln)
+	p.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || p.ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			// EMFILE and friends: back off rather than spin.
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if !p.track(c) {
+			c.Close()
+			return nil
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer p.untrack(c)
+			select {
+			case p.slots <- struct{}{}:
+				defer func() { <-p.slots }()
+				p.serve(c)
+			default:
+				p.refuseBusy(c)
+			}
+		}()
+	}
+}
+
+// Close stops the listeners and every open connection.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	for _, ln := range p.lns {
+		ln.Close()
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.stop()
+	p.wg.Wait()
+	return nil
+}
+
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
+}
+
+func (p *Proxy) audit(r Record) {
+	if p.cfg.Audit != nil {
+		p.cfg.Audit(r)
+	}
+}
+
+// serve tells the protocols apart by the first byte: SOCKS5 starts with
+// 5, SOCKS4 with 4, HTTP with a method name.
+func (p *Proxy) serve(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
+	br := bufio.NewReaderSize(c, 4096)
+	first, err := br.Peek(1)
+	if err != nil {
+		return
+	}
+	switch first[0] {
+	case 5:
+		p.serveSOCKS(c, br)
+	case 4:
+		p.audit(Record{Proto: "socks4", Reason: "SOCKS4 is not supported; use SOCKS5 (socks5h://) or the HTTP proxy"})
+		c.Write([]byte{0, 0x5b, 0, 0, 0, 0, 0, 0})
+	default:
+		p.serveHTTP(c, br)
+	}
+}
+
+// refuseBusy answers a connection over the limit in its own protocol.
+func (p *Proxy) refuseBusy(c net.Conn) {
+	reason := fmt.Sprintf("policy %q: the sandbox already has %d egress connections open (the limit)", p.cfg.Policy, p.cfg.MaxConns)
+	p.audit(Record{Reason: reason})
+	c.SetDeadline(time.Now().Add(time.Second))
+	var b [1]byte
+	if n, _ := c.Read(b[:]); n == 1 && b[0] == 5 {
+		c.Write([]byte{5, 0xff})
+		return
+	}
+	writeHTTPError(c, 503, "Service Unavailable", reason)
+}
+
+// denial is a request the policy refuses; its text names the rule set.
+type denial struct{ reason string }
+
+func (d *denial) Error() string { return d.reason }
+
+// target is what a client asked for, checked: the rule that allowed it and
+// the addresses that passed the address checks, in resolver order.
+type target struct {
+	host  string
+	port  int
+	rule  string
+	addrs []netip.AddrPort
+}
+
+// check decides a request for host:port. It resolves only names a rule
+// matches, so a denied name never reaches DNS.
+func (p *Proxy) check(ctx context.Context, host string, port int) (*target, error) {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	t := &target{host: host, port: port}
+	for _, r := range p.cfg.Allow {
+		if r.Match(host, port) {
+			t.rule = r.String()
+			break
+		}
+	}
+	if t.rule == "" {
+		return nil, &denial{fmt.Sprintf("%s matches no network.allow rule of policy %q (%s)", hostPort(host, port), p.cfg.Policy, p.rules())}
+	}
+	var addrs []netip.Addr
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Zone() != "" {
+			return nil, &denial{fmt.Sprintf("%s: addresses with a zone are not allowed", host)}
+		}
+		addrs = []netip.Addr{a}
+	} else if fixed, ok := p.cfg.Hosts[host]; ok {
+		addrs = fixed
+	} else {
+		lctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
+		defer cancel()
+		addrs, err = p.cfg.Resolver.LookupNetIP(lctx, "ip", host)
+		if err != nil {
+			return nil, fmt.Errorf("cannot resolve %s: %w", host, err)
+		}
+	}
+	var refused []string
+	for _, a := range addrs {
+		a = a.Unmap().WithZone("")
+		if why := p.refuseAddr(a, port); why != "" {
+			refused = append(refused, why)
+			continue
+		}
+		t.addrs = append(t.addrs, netip.AddrPortFrom(a, uint16(port)))
+	}
+	if len(t.addrs) == 0 {
+		if len(refused) == 0 {
+			return nil, fmt.Errorf("cannot resolve %s: no addresses", host)
+		}
+		return nil, &denial{fmt.Sprintf("%s resolves to %s, which only a network.allow rule naming the address opens (policy %q: %s)",
+			hostPort(host, port), strings.Join(refused, ", "), p.cfg.Policy, p.rules())}
+	}
+	return t, nil
+}
+
+// refuseAddr says why a resolved address may not be dialed, or "". A
+// special address is opened only by an address rule at least as specific as
+// its range (so 0.0.0.0/0 does not open loopback, 127.0.0.1 does); the
+// host's own addresses only by a rule naming exactly that address.
+func (p *Proxy) refuseAddr(a netip.Addr, port int) string {
+	class, special := classify(a)
+	if !special && p.own.contains(a) {
+		class, special = addrClass{prefix: netip.PrefixFrom(a, a.BitLen()), name: "this host's own address"}, true
+	}
+	if !special {
+		return ""
+	}
+	if class.never {
+		return fmt.Sprintf("%s (%s, never allowed)", a, class.name)
+	}
+	for _, r := range p.cfg.Allow {
+		if pre, ok := r.Prefix(); ok && pre.Bits() >= class.prefix.Bits() && r.Match(a.String(), port) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%s (%s)", a, class.name)
+}
+
+// rules lists the rule set for a message, shortened when long.
+func (p *Proxy) rules() string {
+	if len(p.cfg.Allow) == 0 {
+		return "no rules"
+	}
+	var s []string
+	for i, r := range p.cfg.Allow {
+		if i == 8 {
+			s = append(s, fmt.Sprintf("and %d more", len(p.cfg.Allow)-8))
+			break
+		}
+		s = append(s, r.String())
+	}
+	return "allows " + strings.Join(s, ", ")
+}
+
+// dial connects to the first checked address that answers. Addresses are
+// literal: nothing is resolved again.
+func (p *Proxy) dial(ctx context.Context, t *target) (*net.TCPConn, netip.AddrPort, error) {
+	d := net.Dialer{Timeout: p.cfg.DialTimeout}
+	var errs []error
+	for _, a := range t.addrs {
+		c, err := d.DialContext(ctx, "tcp", a.String())
+		if err == nil {
+			tc := c.(*net.TCPConn)
+			if !p.track(tc) {
+				tc.Close()
+				return nil, a, net.ErrClosed
+			}
+			return tc, a, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, netip.AddrPort{}, errors.Join(errs...)
+}
+
+func hostPort(host string, port int) string {
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}

@@ -1,0 +1,683 @@
+package egress
+
+import (
+	"bufio"
+	"crypto/tls"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/policies"
+)
+
+// harness is a proxy on loopback with an audit trail.
+type harness struct {
+	t     *testing.T
+	p     *Proxy
+	addr  string
+	mu    sync.Mutex
+	recs  []Record
+	hosts map[string][]netip.Addr
+}
+
+func newHarness(t *testing.T, rules []string, tweak func(*Config)) *harness {
+	t.Helper()
+	h := &harness{t: t}
+	var allow []policies.HostPattern
+	for _, r := range rules {
+		hp, err := policies.ParseHostPattern(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		allow = append(allow, hp)
+	}
+	cfg := Config{
+		Policy: "test",
+		Allow:  allow,
+		Hosts: map[string][]netip.Addr{
+			"api.test":      {netip.MustParseAddr("127.0.0.1")},
+			"svc.test":      {netip.MustParseAddr("127.0.0.1")},
+			"a.svc.test":    {netip.MustParseAddr("127.0.0.1")},
+			"rebind.test":   {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.1.2.3")},
+			"v6.test":       {netip.MustParseAddr("::1")},
+			"metadata.test": {netip.MustParseAddr("169.254.169.254")},
+		},
+		DialTimeout: 2 * time.Second,
+		Audit: func(r Record) {
+			h.mu.Lock()
+			h.recs = append(h.recs, r)
+			h.mu.Unlock()
+		},
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	h.p = New(cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.addr = ln.Addr().String()
+	go h.p.Serve(ln)
+	t.Cleanup(func() { h.p.Close() })
+	return h
+}
+
+func (h *harness) records() []Record {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Record(nil), h.recs...)
+}
+
+// waitRecords waits for n audit records (the last is written when a
+// connection ends).
+func (h *harness) waitRecords(n int) []Record {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := h.records()
+		if len(r) >= n || time.Now().After(deadline) {
+			if len(r) < n {
+				h.t.Fatalf("want %d audit records, got %d: %+v", n, len(r), r)
+			}
+			return r
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (h *harness) client() *http.Client {
+	u, _ := url.Parse("http://" + h.addr)
+	return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u), DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
+}
+
+func portOf(t *testing.T, u string) string {
+	t.Helper()
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pu.Port()
+}
+
+func hello(w http.ResponseWriter, r *http.Request) {
+	fmt.Fprintf(w, "hello %s %s host=%s", r.Method, r.URL.Path, r.Host)
+}
+
+func get(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestHTTPForward(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(hello))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	other := httptest.NewServer(http.HandlerFunc(hello))
+	defer other.Close()
+	h := newHarness(t, []string{"127.0.0.1:" + port, "api.test:" + port, "*.svc.test:" + port}, nil)
+	c := h.client()
+	for _, tc := range []struct {
+		url      string
+		code     int
+		contains string
+	}{
+		{"http://127.0.0.1:" + port + "/x", 200, "hello GET /x host=127.0.0.1:" + port},
+		{"http://api.test:" + port + "/y", 200, "hello GET /y host=api.test:" + port},
+		{"http://API.Test.:" + port + "/case", 200, "hello GET /case"},
+		{"http://a.svc.test:" + port + "/w", 200, "hello GET /w"},
+		{"http://svc.test:" + port + "/apex", 403, `svc.test:` + port + ` matches no network.allow rule of policy "test"`},
+		{"http://127.0.0.1:" + portOf(t, other.URL) + "/", 403, "matches no network.allow rule"},
+		{"http://api.test:" + portOf(t, other.URL) + "/", 403, "matches no network.allow rule"},
+		{"http://evil.test:" + port + "/", 403, "evil.test:" + port + " matches no network.allow rule"},
+		{"http://localhost:" + port + "/", 403, "matches no network.allow rule"},
+	} {
+		code, body := get(t, c, tc.url)
+		if code != tc.code || !strings.Contains(body, tc.contains) {
+			t.Errorf("GET %s: %d %q; want %d containing %q", tc.url, code, body, tc.code, tc.contains)
+		}
+	}
+	var allowed, denied int
+	for _, r := range h.waitRecords(9) {
+		switch {
+		case r.Allowed && r.Proto == "http" && r.BytesIn > 0 && r.BytesOut > 0 && r.Addr == "127.0.0.1:"+port && r.Rule != "" && r.Reason == "":
+			allowed++
+		case !r.Allowed && strings.Contains(r.Reason, "matches no network.allow rule"):
+			denied++
+		default:
+			t.Errorf("unexpected record %+v", r)
+		}
+	}
+	if allowed != 4 || denied != 5 {
+		t.Errorf("%d allowed and %d denied records, want 4 and 5", allowed, denied)
+	}
+}
+
+// A name rule never opens loopback, link-local or private addresses: only a
+// rule naming the address (at least as narrowly as its range) does.
+func TestAddressChecks(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(hello))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	cases := []struct {
+		rules    []string
+		url      string
+		code     int
+		contains string
+	}{
+		{[]string{"api.test:" + port}, "http://api.test:" + port + "/", 403, "resolves to 127.0.0.1 (loopback), which only a network.allow rule naming the address opens"},
+		{[]string{"api.test:" + port, "127.0.0.1:" + port}, "http://api.test:" + port + "/", 200, "hello"},
+		{[]string{"api.test:" + port, "127.0.0.0/8:*"}, "http://api.test:" + port + "/", 200, "hello"},
+		{[]string{"api.test:" + port, "0.0.0.0/0:*"}, "http://api.test:" + port + "/", 403, "(loopback)"},
+		{[]string{"0.0.0.0/0:*"}, "http://127.0.0.1:" + port + "/", 403, "(loopback)"},
+		{[]string{"api.test:" + port, "127.0.0.1:1"}, "http://api.test:" + port + "/", 403, "(loopback)"},
+		{[]string{"rebind.test:" + port}, "http://rebind.test:" + port + "/", 403, "127.0.0.1 (loopback), 10.1.2.3 (private)"},
+		{[]string{"metadata.test:80"}, "http://metadata.test/latest/", 403, "169.254.169.254 (link-local)"},
+		{[]string{"0.0.0.0:" + port}, "http://0.0.0.0:" + port + "/", 403, "0.0.0.0 (unspecified, never allowed)"},
+		{[]string{"[::ffff:127.0.0.1]:" + port}, "http://[::ffff:127.0.0.1]:" + port + "/", 200, "hello"},
+		{[]string{"api.test:" + port}, "http://[::ffff:127.0.0.1]:" + port + "/", 403, "matches no network.allow rule"},
+	}
+	for _, tc := range cases {
+		h := newHarness(t, tc.rules, func(c *Config) { c.DialTimeout = 300 * time.Millisecond })
+		code, body := get(t, h.client(), tc.url)
+		if code != tc.code || !strings.Contains(body, tc.contains) {
+			t.Errorf("rules %v, GET %s: %d %q; want %d containing %q", tc.rules, tc.url, code, body, tc.code, tc.contains)
+		}
+	}
+}
+
+func TestHostOwnAddress(t *testing.T) {
+	own := netip.MustParseAddr("8.8.4.4")
+	for _, tc := range []struct {
+		rules []string
+		code  int
+	}{
+		{[]string{"pub.test:80"}, 403},
+		{[]string{"pub.test:80", "8.8.0.0/16:80"}, 403},
+		{[]string{"pub.test:80", "8.8.4.4:80"}, 0}, // allowed; whatever answers there
+	} {
+		h := newHarness(t, tc.rules, func(c *Config) {
+			c.Hosts["pub.test"] = []netip.Addr{own}
+			c.DialTimeout = 200 * time.Millisecond
+		})
+		h.p.own.listing = func() ([]net.Addr, error) {
+			return []net.Addr{&net.IPNet{IP: net.ParseIP("8.8.4.4"), Mask: net.CIDRMask(32, 32)}}, nil
+		}
+		code, body := get(t, h.client(), "http://pub.test/")
+		if allowed := h.waitRecords(1)[0].Allowed; allowed != (tc.code == 0) || tc.code != 0 && code != tc.code {
+			t.Errorf("rules %v: %d %q (allowed %v); want %d", tc.rules, code, body, allowed, tc.code)
+		}
+		if tc.code == 403 && !strings.Contains(body, "this host's own address") {
+			t.Errorf("rules %v: reason %q does not name the host's own address", tc.rules, body)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		addr, class string
+	}{
+		{"127.0.0.1", "loopback"}, {"127.255.0.9", "loopback"}, {"::1", "loopback"},
+		{"::ffff:127.0.0.1", "loopback"}, {"64:ff9b::7f00:1", "loopback"}, {"2002:7f00:1::1", "loopback"},
+		{"10.0.0.1", "private"}, {"172.31.255.255", "private"}, {"192.168.1.1", "private"}, {"fd12::1", "private"},
+		{"169.254.169.254", "link-local"}, {"fe80::1", "link-local"}, {"100.100.1.1", "shared (CGNAT)"},
+		{"0.0.0.0", "unspecified"}, {"::", "unspecified"}, {"224.0.0.1", "multicast"}, {"ff02::1", "multicast"},
+		{"255.255.255.255", "reserved or broadcast"}, {"::127.0.0.1", "reserved"}, {"192.0.2.1", "special-purpose"},
+		{"8.8.8.8", ""}, {"172.32.0.1", ""}, {"2606:4700::1", ""}, {"64:ff9b::808:808", ""},
+	} {
+		c, ok := classify(netip.MustParseAddr(tc.addr))
+		got := ""
+		if ok {
+			got = c.name
+		}
+		if got != tc.class && !(tc.class == "reserved" && got == "reserved or broadcast") {
+			t.Errorf("classify(%s) = %q, want %q", tc.addr, got, tc.class)
+		}
+	}
+}
+
+func TestConnect(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(hello))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	h := newHarness(t, []string{"api.test:" + port, "127.0.0.1:" + port}, nil)
+	c := h.client()
+	code, body := get(t, c, "https://api.test:"+port+"/secure")
+	if code != 200 || !strings.Contains(body, "hello GET /secure host=api.test:"+port) {
+		t.Fatalf("https through CONNECT: %d %q", code, body)
+	}
+	code, body = get(t, c, "https://other.test:"+port+"/")
+	if code != 0 || !strings.Contains(body, "Forbidden") {
+		t.Errorf("CONNECT to another host: %d %q; want the tunnel refused", code, body)
+	}
+	// The refusal itself, as a client sees it.
+	conn, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "CONNECT api.test:1 HTTP/1.1\r\nHost: api.test:1\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 403 || strings.Count(string(b), "\n") != 1 || !strings.Contains(string(b), `policy "test" (allows api.test:`+port) {
+		t.Errorf("CONNECT refusal: %d %q", resp.StatusCode, b)
+	}
+	recs := h.waitRecords(3)
+	var r Record
+	for _, x := range recs {
+		if x.Allowed {
+			r = x
+		}
+	}
+	if !r.Allowed || r.Proto != "connect" || r.Host != "api.test" || r.BytesIn < 500 || r.BytesOut < 100 || r.Duration <= 0 {
+		t.Errorf("CONNECT record: %+v", r)
+	}
+}
+
+// socks5 dials through the proxy; atyp 1, 3 or 4. It returns the reply code.
+func socks5(t *testing.T, proxy string, cmd, atyp byte, host string, port int) (net.Conn, byte) {
+	t.Helper()
+	c, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.Write([]byte{5, 1, 0})
+	var m [2]byte
+	if _, err := io.ReadFull(c, m[:]); err != nil || m != [2]byte{5, 0} {
+		t.Fatalf("socks5 greeting: %v %v", m, err)
+	}
+	req := []byte{5, cmd, 0, atyp}
+	switch atyp {
+	case 1:
+		req = append(req, netip.MustParseAddr(host).AsSlice()...)
+	case 4:
+		a := netip.MustParseAddr(host).As16()
+		req = append(req, a[:]...)
+	case 3:
+		req = append(append(req, byte(len(host))), host...)
+	default:
+		req = append(req, 1, 2, 3, 4)
+	}
+	req = binary.BigEndian.AppendUint16(req, uint16(port))
+	c.Write(req)
+	var rep [10]byte
+	if _, err := io.ReadFull(c, rep[:]); err != nil {
+		t.Fatalf("socks5 reply: %v", err)
+	}
+	return c, rep[1]
+}
+
+func TestSOCKS5(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(hello))
+	defer srv.Close()
+	port, _ := strconv.Atoi(portOf(t, srv.URL))
+	h := newHarness(t, []string{fmt.Sprintf("api.test:%d", port), fmt.Sprintf("127.0.0.1:%d", port)}, nil)
+	for _, tc := range []struct {
+		name string
+		cmd  byte
+		atyp byte
+		host string
+		port int
+		want byte
+	}{
+		{"name allowed (remote DNS)", 1, 3, "api.test", port, socksOK},
+		{"IPv4 literal allowed", 1, 1, "127.0.0.1", port, socksOK},
+		{"name as text of an address", 1, 3, "127.0.0.1", port, socksOK},
+		{"another host", 1, 3, "evil.test", port, socksNotAllowed},
+		{"another port", 1, 3, "api.test", port + 1, socksNotAllowed},
+		{"IPv6 loopback not named", 1, 4, "::1", port, socksNotAllowed},
+		{"BIND", 2, 3, "api.test", port, socksBadCommand},
+		{"UDP ASSOCIATE", 3, 1, "127.0.0.1", port, socksBadCommand},
+		{"bad address type", 1, 9, "", port, socksBadAddrType},
+	} {
+		c, rep := socks5(t, h.addr, tc.cmd, tc.atyp, tc.host, tc.port)
+		if rep != tc.want {
+			t.Errorf("%s: reply %#x, want %#x", tc.name, rep, tc.want)
+		}
+		if rep == socksOK {
+			fmt.Fprintf(c, "GET /s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+			b, _ := io.ReadAll(c)
+			if !strings.Contains(string(b), "hello GET /s") {
+				t.Errorf("%s: through the tunnel: %q", tc.name, b)
+			}
+		}
+		c.Close()
+	}
+	recs := h.waitRecords(9)
+	var denied int
+	for _, r := range recs {
+		if r.Proto != "socks5" {
+			t.Errorf("record %+v: proto", r)
+		}
+		if !r.Allowed {
+			denied++
+			if r.Reason == "" {
+				t.Errorf("denied record without a reason: %+v", r)
+			}
+		}
+	}
+	if denied != 6 {
+		t.Errorf("%d denied records, want 6: %+v", denied, recs)
+	}
+	// A client that insists on authentication is turned away.
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte{5, 1, 2})
+	var m [2]byte
+	if _, err := io.ReadFull(c, m[:]); err != nil || m != [2]byte{5, 0xff} {
+		t.Errorf("user/password only: %v %v", m, err)
+	}
+}
+
+// rawExchange writes text to the proxy and returns its whole answer.
+func rawExchange(t *testing.T, addr, text string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, text)
+	b, _ := io.ReadAll(c)
+	return string(b)
+}
+
+func TestMalformed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(hello))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
+	for _, tc := range []struct{ in, want string }{
+		{"hello\r\n\r\n", "400 Bad Request"},
+		{"GET / HTTP/1.1\r\nHost: 127.0.0.1:" + port + "\r\n\r\n", "is not a proxy request"},
+		{"GET https://127.0.0.1:" + port + "/ HTTP/1.1\r\nHost: x\r\n\r\n", "is not a proxy request"},
+		{"CONNECT 127.0.0.1 HTTP/1.1\r\n\r\n", "malformed CONNECT"},
+		{"CONNECT 127.0.0.1:0 HTTP/1.1\r\n\r\n", "malformed CONNECT"},
+		{"CONNECT 127.0.0.1:99999 HTTP/1.1\r\n\r\n", "malformed CONNECT"},
+		{"GET http://127.0.0.1:" + port + "/ HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "400 Bad Request"},
+		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "400 Bad Request"},
+		{"\x04\x01\x00\x50\x7f\x00\x00\x01\x00", "\x00\x5b"},
+	} {
+		if got := rawExchange(t, h.addr, tc.in); !strings.Contains(got, tc.want) {
+			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	for _, r := range h.waitRecords(9) {
+		if r.Allowed || r.Reason == "" {
+			t.Errorf("malformed input audited as %+v", r)
+		}
+	}
+}
+
+// The Host header sent upstream is the URL's, whatever the client wrote:
+// no asking an allowed address for another site behind it.
+func TestHostHeaderFromURL(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(hello))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
+	got := rawExchange(t, h.addr, "GET http://127.0.0.1:"+port+"/f HTTP/1.1\r\nHost: evil.test\r\nProxy-Authorization: Basic eDp5\r\nConnection: close\r\n\r\n")
+	if !strings.Contains(got, "host=127.0.0.1:"+port) {
+		t.Errorf("upstream saw %q", got)
+	}
+}
+
+func TestKeepAliveAndBodies(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/echo":
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "got %d bytes", len(b))
+		case "/chunked":
+			w.Write([]byte("part1 "))
+			w.(http.Flusher).Flush()
+			w.Write([]byte("part2"))
+		case "/big":
+			w.Header().Set("Content-Length", strconv.Itoa(8<<20))
+			w.Write(make([]byte, 8<<20))
+		default:
+			hello(w, r)
+		}
+	}))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
+	u, _ := url.Parse("http://" + h.addr)
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
+	base := "http://127.0.0.1:" + port
+	for i := 0; i < 3; i++ {
+		if code, body := get(t, c, base+"/k"); code != 200 || !strings.Contains(body, "hello GET /k") {
+			t.Fatalf("keep-alive request %d: %d %q", i, code, body)
+		}
+	}
+	if code, body := get(t, c, base+"/chunked"); code != 200 || body != "part1 part2" {
+		t.Errorf("chunked: %d %q", code, body)
+	}
+	resp, err := c.Post(base+"/echo", "application/octet-stream", strings.NewReader(strings.Repeat("x", 300000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "got 300000 bytes" {
+		t.Errorf("POST: %q", b)
+	}
+	resp, err = c.Head(base + "/big")
+	if err != nil || resp.StatusCode != 200 || resp.ContentLength != 8<<20 {
+		t.Fatalf("HEAD: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = c.Get(base + "/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if n != 8<<20 {
+		t.Errorf("big body: %d bytes", n)
+	}
+	// Expect: 100-continue answered by the proxy, body still delivered.
+	got := rawExchange(t, h.addr, "POST "+base+"/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\nConnection: close\r\n\r\nhello")
+	if !strings.HasPrefix(got, "HTTP/1.1 100 Continue") || !strings.Contains(got, "got 5 bytes") {
+		t.Errorf("100-continue: %q", got)
+	}
+	// A denied request on a kept-alive connection ends it.
+	got = rawExchange(t, h.addr, "GET "+base+"/a HTTP/1.1\r\nHost: x\r\n\r\nGET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\nGET "+base+"/c HTTP/1.1\r\nHost: x\r\n\r\n")
+	if !strings.Contains(got, "hello GET /a") || !strings.Contains(got, "403 Forbidden") || strings.Contains(got, "hello GET /c") {
+		t.Errorf("pipelined allowed/denied/allowed: %q", got)
+	}
+	for _, r := range h.records() {
+		if r.Allowed && r.Reason != "" {
+			t.Errorf("allowed request failed: %+v", r)
+		}
+	}
+}
+
+func TestConnectionLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(hello))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	h := newHarness(t, []string{"127.0.0.1:" + port}, func(c *Config) { c.MaxConns = 2 })
+	var held []net.Conn
+	for i := 0; i < 2; i++ {
+		c, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "CONNECT 127.0.0.1:%s HTTP/1.1\r\n\r\n", port)
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		if !strings.Contains(line, "200") {
+			t.Fatalf("tunnel %d: %q", i, line)
+		}
+		held = append(held, c)
+	}
+	got := rawExchange(t, h.addr, "GET http://127.0.0.1:"+port+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	if !strings.Contains(got, "503") || !strings.Contains(got, "2 egress connections open") {
+		t.Errorf("over the limit: %q", got)
+	}
+	c, rep := socks5Refused(t, h.addr)
+	c.Close()
+	if rep != 0xff {
+		t.Errorf("SOCKS5 over the limit: method reply %#x", rep)
+	}
+	held[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got = rawExchange(t, h.addr, "GET http://127.0.0.1:"+port+"/again HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		if strings.Contains(got, "hello GET /again") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(got, "hello GET /again") {
+		t.Errorf("a slot freed is not reused: %q", got)
+	}
+}
+
+func socks5Refused(t *testing.T, addr string) (net.Conn, byte) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.Write([]byte{5, 1, 0})
+	var m [2]byte
+	io.ReadFull(c, m[:])
+	return c, m[1]
+}
+
+func TestIdleTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(c, c) // echo, never closes on its own
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	h := newHarness(t, []string{"127.0.0.1:" + port}, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT 127.0.0.1:%s HTTP/1.1\r\n\r\n", port)
+	br := bufio.NewReader(c)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+	// Busy for longer than the idle timeout: stays open.
+	var start time.Time
+	for i := 0; i < 10; i++ {
+		if i > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		fmt.Fprintf(c, "ping%d\n", i)
+		if line, err := br.ReadString('\n'); err != nil || line != fmt.Sprintf("ping%d\n", i) {
+			t.Fatalf("echo %d: %q %v", i, line, err)
+		}
+		start = time.Now()
+	}
+	// Then silent: closed after the idle timeout.
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle tunnel: %v, want EOF", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Errorf("closed after %v, before the idle timeout", d)
+	}
+	recs := h.waitRecords(1)
+	if r := recs[0]; !r.Allowed || r.BytesOut != 60 || r.BytesIn != 60 {
+		t.Errorf("record: %+v", r)
+	}
+}
+
+func TestCloseEndsConnections(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT 127.0.0.1:%s HTTP/1.1\r\n\r\n", port)
+	bufio.NewReader(c).ReadString('\n')
+	done := make(chan struct{})
+	go func() { h.p.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end an open tunnel")
+	}
+	if _, err := net.DialTimeout("tcp", h.addr, time.Second); err == nil {
+		t.Error("the listener still accepts after Close")
+	}
+}
+
+func TestParseHosts(t *testing.T) {
+	m, err := ParseHosts(strings.NewReader("# test names\n127.0.0.1 api.test Other.Test.\n::1 api.test # six\n\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(m["api.test"]) != "[127.0.0.1 ::1]" || fmt.Sprint(m["other.test"]) != "[127.0.0.1]" {
+		t.Errorf("parsed %v", m)
+	}
+	for _, bad := range []string{"api.test 127.0.0.1\n", "127.0.0.1\n", "fe80::1%eth0 x\n"} {
+		if _, err := ParseHosts(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

@@ -1,0 +1,326 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// writeHTTPError answers with a status and a one-line reason, and asks the
+// client to close.
+func writeHTTPError(w io.Writer, code int, status, reason string) {
+	body := "warden egress: " + reason + "\n"
+	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nX-Warden-Egress: denied\r\n\r\n%s",
+		code, status, len(body), body)
+}
+
+// answer turns a failed check or dial into a reply and an audit record.
+func (p *Proxy) answer(c net.Conn, rec Record, err error) {
+	var d *denial
+	switch {
+	case errors.As(err, &d):
+		rec.Reason = d.reason
+		writeHTTPError(c, 403, "Forbidden", d.reason)
+	default:
+		rec.Reason = err.Error()
+		writeHTTPError(c, 502, "Bad Gateway", err.Error())
+	}
+	p.audit(rec)
+}
+
+// splitHostPort reads host[:port] with a default port.
+func splitHostPort(authority string, def int) (string, int, error) {
+	host, portText, err := net.SplitHostPort(authority)
+	if err != nil {
+		if def == 0 || strings.Contains(strings.TrimSuffix(strings.TrimPrefix(authority, "["), "]"), "]") {
+			return "", 0, fmt.Errorf("bad host:port %q", authority)
+		}
+		host, portText = strings.TrimSuffix(strings.TrimPrefix(authority, "["), "]"), strconv.Itoa(def)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port in %q", authority)
+	}
+	if host == "" {
+		return "", 0, fmt.Errorf("no host in %q", authority)
+	}
+	return host, port, nil
+}
+
+// upstream is the connection a keep-alive client's requests go to while
+// they name the same host and port.
+type upstream struct {
+	key  string
+	conn *net.TCPConn
+	br   *bufio.Reader
+}
+
+func (u *upstream) close() {
+	if u != nil && u.conn != nil {
+		u.conn.Close()
+	}
+}
+
+// serveHTTP handles proxy requests on one client connection: CONNECT, or a
+// sequence of absolute-form requests.
+func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
+	client := c.(*net.TCPConn)
+	var up *upstream
+	defer func() { up.close() }()
+	for first := true; ; first = false {
+		if !first {
+			c.SetReadDeadline(time.Now().Add(p.cfg.IdleTimeout))
+		}
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			if !first || errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) {
+				return
+			}
+			reason := "malformed request: " + err.Error()
+			p.audit(Record{Proto: "http", Reason: reason})
+			writeHTTPError(c, 400, "Bad Request", reason)
+			return
+		}
+		if req.Method == http.MethodConnect {
+			p.serveConnect(client, br, req)
+			return
+		}
+		var keep bool
+		up, keep = p.forward(client, br, req, up)
+		if !keep {
+			return
+		}
+	}
+}
+
+func (p *Proxy) serveConnect(c *net.TCPConn, br *bufio.Reader, req *http.Request) {
+	start := time.Now()
+	rec := Record{Proto: "connect"}
+	host, port, err := splitHostPort(req.RequestURI, 0)
+	if err != nil {
+		rec.Reason = "malformed CONNECT: " + err.Error()
+		p.audit(rec)
+		writeHTTPError(c, 400, "Bad Request", rec.Reason)
+		return
+	}
+	rec.Host, rec.Port = host, port
+	t, err := p.check(p.ctx, host, port)
+	if err != nil {
+		p.answer(c, rec, err)
+		return
+	}
+	rec.Allowed, rec.Rule = true, t.rule
+	upc, addr, err := p.dial(p.ctx, t)
+	if err != nil {
+		p.answer(c, rec, fmt.Errorf("connect %s: %w", hostPort(host, port), err))
+		return
+	}
+	defer upc.Close()
+	rec.Addr = addr.String()
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		rec.Reason = err.Error()
+		p.audit(rec)
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	rec.BytesOut, rec.BytesIn = pipe(c, br, upc, nil, p.cfg.IdleTimeout)
+	rec.Duration = time.Since(start)
+	p.audit(rec)
+}
+
+// forward sends one absolute-form request upstream and its response back.
+// It returns the upstream to reuse and whether the client connection may
+// carry another request.
+func (p *Proxy) forward(c *net.TCPConn, br *bufio.Reader, req *http.Request, up *upstream) (*upstream, bool) {
+	start := time.Now()
+	rec := Record{Proto: "http"}
+	if req.URL.Scheme != "http" || req.URL.Host == "" {
+		up.close()
+		rec.Reason = fmt.Sprintf("%s %s is not a proxy request: send absolute http:// URLs here (HTTP_PROXY), and https through CONNECT (HTTPS_PROXY)", req.Method, req.RequestURI)
+		p.audit(rec)
+		writeHTTPError(c, 400, "Bad Request", rec.Reason)
+		return nil, false
+	}
+	host, port, err := splitHostPort(req.URL.Host, 80)
+	if err != nil {
+		up.close()
+		rec.Reason = "malformed request: " + err.Error()
+		p.audit(rec)
+		writeHTTPError(c, 400, "Bad Request", rec.Reason)
+		return nil, false
+	}
+	rec.Host, rec.Port = host, port
+	t, err := p.check(p.ctx, host, port)
+	if err != nil {
+		up.close()
+		p.answer(c, rec, err)
+		return nil, false
+	}
+	rec.Allowed, rec.Rule = true, t.rule
+	key := hostPort(t.host, port)
+	if up == nil || up.key != key {
+		up.close()
+		upc, _, err := p.dial(p.ctx, t)
+		if err != nil {
+			p.answer(c, rec, fmt.Errorf("connect %s: %w", key, err))
+			return nil, false
+		}
+		up = &upstream{key: key, conn: upc, br: bufio.NewReaderSize(upc, 32<<10)}
+		up.conn.SetReadDeadline(time.Time{})
+	}
+	rec.Addr = up.conn.RemoteAddr().String()
+	keep, err := p.exchange(c, br, req, up, &rec)
+	rec.Duration = time.Since(start)
+	if err != nil {
+		rec.Reason = err.Error()
+	}
+	p.audit(rec)
+	if err != nil || !keep {
+		up.close()
+		return nil, false
+	}
+	return up, true
+}
+
+// exchange writes the request upstream and copies the response back. The
+// Host header is the URL's authority (ReadRequest already made it so), so a
+// request cannot name an allowed host and ask another one behind it.
+func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up *upstream, rec *Record) (keep bool, err error) {
+	for _, h := range []string{"Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate"} {
+		req.Header.Del(h)
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header["User-Agent"] = []string{""} // net/http would add its own
+	}
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+		req.Header.Del("Expect")
+		io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n")
+	}
+	idle := p.cfg.IdleTimeout
+	c.SetReadDeadline(time.Now().Add(idle))
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body = &deadlineReader{r: req.Body, c: c, idle: idle}
+	}
+	out := &countWriter{w: up.conn}
+	up.conn.SetWriteDeadline(time.Now().Add(idle))
+	err = req.Write(out)
+	rec.BytesOut = out.n
+	if err != nil {
+		return false, fmt.Errorf("sending the request upstream: %w", err)
+	}
+	for {
+		up.conn.SetReadDeadline(time.Now().Add(idle))
+		resp, err := http.ReadResponse(up.br, req)
+		if err != nil {
+			writeHTTPError(c, 502, "Bad Gateway", "reading the upstream response: "+err.Error())
+			return false, fmt.Errorf("reading the response: %w", err)
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			n, err := writeHead(c, resp)
+			rec.BytesIn += n
+			if err != nil {
+				return false, err
+			}
+			continue
+		}
+		if resp.ContentLength < 0 || len(resp.TransferEncoding) > 0 {
+			// Chunked or ended by close: let net/http re-frame it.
+			resp.Body = &deadlineReader{r: resp.Body, c: up.conn, idle: idle}
+			cw := &countWriter{w: c}
+			bw := bufio.NewWriterSize(cw, 32<<10)
+			err := resp.Write(bw)
+			if err == nil {
+				err = bw.Flush()
+			}
+			rec.BytesIn += cw.n
+			return err == nil && !resp.Close && !req.Close, err
+		}
+		n, err := writeHead(c, resp)
+		rec.BytesIn += n
+		if err != nil {
+			return false, err
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			c.SetReadDeadline(time.Time{})
+			o, i := pipe(c, br, up.conn, up.br, idle)
+			rec.BytesOut += o
+			rec.BytesIn += i
+			return false, nil
+		}
+		length := resp.ContentLength
+		if req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
+			length = 0 // ContentLength tells a HEAD's length; nothing follows
+		}
+		n, err = copyBody(c, up, length, idle)
+		rec.BytesIn += n
+		if err != nil {
+			return false, err
+		}
+		return !resp.Close && !req.Close, nil
+	}
+}
+
+// writeHead writes a response's status line and headers as received.
+func writeHead(c net.Conn, resp *http.Response) (int64, error) {
+	var head bytes.Buffer
+	fmt.Fprintf(&head, "HTTP/%d.%d %s\r\n", resp.ProtoMajor, resp.ProtoMinor, resp.Status)
+	resp.Header.Write(&head)
+	head.WriteString("\r\n")
+	n, err := c.Write(head.Bytes())
+	return int64(n), err
+}
+
+// copyBody moves a body of known length: what the reader buffered, then the
+// rest socket to socket.
+func copyBody(c *net.TCPConn, up *upstream, n int64, idle time.Duration) (int64, error) {
+	var done int64
+	if b := int64(up.br.Buffered()); b > 0 && n > 0 {
+		buf, _ := up.br.Peek(int(min(b, n)))
+		w, err := c.Write(buf)
+		up.br.Discard(w)
+		done += int64(w)
+		if err != nil {
+			return done, err
+		}
+	}
+	if done == n {
+		return done, nil
+	}
+	m, err := copyConn(c, up.conn, n-done, idle)
+	return done + m, err
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// deadlineReader re-arms a connection's read deadline before each read, so
+// only silence (not a long body) times out.
+type deadlineReader struct {
+	r    io.ReadCloser
+	c    net.Conn
+	idle time.Duration
+}
+
+func (d *deadlineReader) Read(b []byte) (int, error) {
+	d.c.SetReadDeadline(time.Now().Add(d.idle))
+	return d.r.Read(b)
+}
+
+func (d *deadlineReader) Close() error { return d.r.Close() }
+
