@@ -2,19 +2,18 @@ package egress
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"net"
-	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// idleFor is how long ago data last moved on either connection, read off
-// the kernel's TCP_INFO, so copying can stay in the kernel (splice) and
-// still notice an idle pair.
+// idleFor is how long ago data last moved on any of the connections, read
+// off the kernel's TCP_INFO, so copying can stay in the kernel (splice)
+// and still notice an idle pair.
 func idleFor(conns ...*net.TCPConn) time.Duration {
 	least := time.Duration(-1)
 	for _, c := range conns {
@@ -38,65 +37,85 @@ func idleFor(conns ...*net.TCPConn) time.Duration {
 	return least
 }
 
-// copyConn moves n bytes (all until EOF when n < 0) from src to dst with
-// TCPConn.ReadFrom, which splices between sockets. It gives up when
-// nothing has moved on the pair for idle.
-func copyConn(dst, src *net.TCPConn, n int64, idle time.Duration) (int64, error) {
-	var total int64
-	wait := idle
-	for n < 0 || total < n {
-		deadline := time.Now().Add(wait)
-		src.SetReadDeadline(deadline)
-		dst.SetWriteDeadline(deadline)
-		var m int64
-		var err error
-		if n < 0 {
-			m, err = dst.ReadFrom(src)
-		} else {
-			m, err = dst.ReadFrom(&io.LimitedReader{R: src, N: n - total})
-		}
-		total += m
-		if err == nil {
-			if n >= 0 && total < n {
-				return total, io.ErrUnexpectedEOF
-			}
-			return total, nil
-		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			return total, err
-		}
-		quiet := idleFor(dst, src)
-		if quiet >= idle {
-			return total, errIdle
-		}
-		wait = idle - quiet
-	}
-	return total, nil
+// watchdog closes a pair of connections once nothing has moved on either
+// for idle. Deadlines would not do: a write deadline that expires while
+// splice holds data in its pipe loses that data.
+type watchdog struct {
+	fired atomic.Bool
+	stop  chan struct{}
+	done  chan struct{}
 }
 
-var errIdle = errors.New("idle timeout")
+func watch(idle time.Duration, a, b *net.TCPConn) *watchdog {
+	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{})}
+	a.SetDeadline(time.Time{})
+	b.SetDeadline(time.Time{})
+	go func() {
+		defer close(w.done)
+		wait := idle
+		for {
+			t := time.NewTimer(wait)
+			select {
+			case <-w.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			quiet := idleFor(a, b)
+			if quiet >= idle {
+				w.fired.Store(true)
+				a.Close()
+				b.Close()
+				return
+			}
+			wait = max(idle-quiet, idle/16, time.Millisecond)
+		}
+	}()
+	return w
+}
+
+// end stops the watchdog and reports whether it closed the pair.
+func (w *watchdog) end() bool {
+	close(w.stop)
+	<-w.done
+	return w.fired.Load()
+}
+
+// copyConn moves n bytes (all until EOF when n < 0) from src to dst with
+// TCPConn.ReadFrom, which splices between sockets.
+func copyConn(dst, src *net.TCPConn, n int64) (int64, error) {
+	if n < 0 {
+		return dst.ReadFrom(src)
+	}
+	m, err := dst.ReadFrom(&io.LimitedReader{R: src, N: n})
+	if err == nil && m < n {
+		err = io.ErrUnexpectedEOF
+	}
+	return m, err
+}
 
 // pipe joins a client and an upstream connection both ways until both
 // directions end, flushing what the readers already buffered first. out is
-// what went upstream, in what came back.
-func pipe(client *net.TCPConn, clientBuf *bufio.Reader, up *net.TCPConn, upBuf *bufio.Reader, idle time.Duration) (out, in int64) {
+// what went upstream, in what came back; idle reports the watchdog ended it.
+func pipe(client *net.TCPConn, clientBuf *bufio.Reader, up *net.TCPConn, upBuf *bufio.Reader, idle time.Duration) (out, in int64, idled bool) {
+	w := watch(idle, client, up)
 	var wg sync.WaitGroup
 	one := func(dst, src *net.TCPConn, buf *bufio.Reader, n *int64) {
 		defer wg.Done()
 		if buf != nil && buf.Buffered() > 0 {
 			b, _ := buf.Peek(buf.Buffered())
-			w, err := dst.Write(b)
-			*n += int64(w)
+			k, err := dst.Write(b)
+			*n += int64(k)
 			if err != nil {
 				client.Close()
 				up.Close()
 				return
 			}
 		}
-		m, err := copyConn(dst, src, -1, idle)
+		m, err := copyConn(dst, src, -1)
 		*n += m
 		if err != nil {
-			// An error or an idle pair ends both directions.
+			// An error ends both directions.
 			client.Close()
 			up.Close()
 			return
@@ -107,5 +126,5 @@ func pipe(client *net.TCPConn, clientBuf *bufio.Reader, up *net.TCPConn, upBuf *
 	go one(up, client, clientBuf, &out)
 	one(client, up, upBuf, &in)
 	wg.Wait()
-	return out, in
+	return out, in, w.end()
 }

@@ -626,7 +626,7 @@ func TestIdleTimeout(t *testing.T) {
 		t.Errorf("closed after %v, before the idle timeout", d)
 	}
 	recs := h.waitRecords(1)
-	if r := recs[0]; !r.Allowed || r.BytesOut != 60 || r.BytesIn != 60 {
+	if r := recs[0]; !r.Allowed || r.BytesOut != 60 || r.BytesIn != 60 || !strings.Contains(r.Reason, "idle timeout") {
 		t.Errorf("record: %+v", r)
 	}
 }

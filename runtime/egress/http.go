@@ -130,9 +130,12 @@ func (p *Proxy) serveConnect(c *net.TCPConn, br *bufio.Reader, req *http.Request
 		p.audit(rec)
 		return
 	}
-	c.SetReadDeadline(time.Time{})
-	rec.BytesOut, rec.BytesIn = pipe(c, br, upc, nil, p.cfg.IdleTimeout)
+	var idled bool
+	rec.BytesOut, rec.BytesIn, idled = pipe(c, br, upc, nil, p.cfg.IdleTimeout)
 	rec.Duration = time.Since(start)
+	if idled {
+		rec.Reason = idleReason(p.cfg.IdleTimeout)
+	}
 	p.audit(rec)
 }
 
@@ -234,7 +237,7 @@ func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up
 		if resp.ContentLength < 0 || len(resp.TransferEncoding) > 0 {
 			// Chunked or ended by close: let net/http re-frame it.
 			resp.Body = &deadlineReader{r: resp.Body, c: up.conn, idle: idle}
-			cw := &countWriter{w: c}
+			cw := &countWriter{w: c, conn: c, idle: idle}
 			bw := bufio.NewWriterSize(cw, 32<<10)
 			err := resp.Write(bw)
 			if err == nil {
@@ -249,10 +252,12 @@ func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up
 			return false, err
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
-			c.SetReadDeadline(time.Time{})
-			o, i := pipe(c, br, up.conn, up.br, idle)
+			o, i, idled := pipe(c, br, up.conn, up.br, idle)
 			rec.BytesOut += o
 			rec.BytesIn += i
+			if idled {
+				return false, errors.New(idleReason(idle))
+			}
 			return false, nil
 		}
 		length := resp.ContentLength
@@ -294,16 +299,28 @@ func copyBody(c *net.TCPConn, up *upstream, n int64, idle time.Duration) (int64,
 	if done == n {
 		return done, nil
 	}
-	m, err := copyConn(c, up.conn, n-done, idle)
+	w := watch(idle, c, up.conn)
+	m, err := copyConn(c, up.conn, n-done)
+	if w.end() {
+		err = errors.New(idleReason(idle))
+	}
 	return done + m, err
 }
 
+// countWriter counts what it writes; with conn set it re-arms the write
+// deadline first (never used with splice, where an expiring write deadline
+// would lose data).
 type countWriter struct {
-	w io.Writer
-	n int64
+	w    io.Writer
+	n    int64
+	conn net.Conn
+	idle time.Duration
 }
 
 func (c *countWriter) Write(b []byte) (int, error) {
+	if c.conn != nil {
+		c.conn.SetWriteDeadline(time.Now().Add(c.idle))
+	}
 	n, err := c.w.Write(b)
 	c.n += int64(n)
 	return n, err
@@ -324,3 +341,7 @@ func (d *deadlineReader) Read(b []byte) (int, error) {
 
 func (d *deadlineReader) Close() error { return d.r.Close() }
 
+
+func idleReason(idle time.Duration) string {
+	return fmt.Sprintf("closed: nothing moved for %s (the idle timeout)", idle)
+}

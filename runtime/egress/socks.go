@@ -126,8 +126,11 @@ func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader) {
 	if _, err := c.Write([]byte{5, socksOK, 0, 1, 0, 0, 0, 0, 0, 0}); err != nil {
 		return
 	}
-	c.SetReadDeadline(time.Time{})
-	rec.BytesOut, rec.BytesIn = pipe(c.(*net.TCPConn), br, upc, nil, p.cfg.IdleTimeout)
+	var idled bool
+	rec.BytesOut, rec.BytesIn, idled = pipe(c.(*net.TCPConn), br, upc, nil, p.cfg.IdleTimeout)
 	rec.Duration = time.Since(start)
+	if idled {
+		rec.Reason = idleReason(p.cfg.IdleTimeout)
+	}
 	p.audit(rec)
 }
