@@ -112,7 +112,9 @@ func (g *generator) process() error {
 }
 
 // SandboxEnv is the environment of a sandboxed process: warden's fixed
-// variables, then the caller's variables named by env.allow, then env.set.
+// variables, then the caller's variables named by env.allow, then env.set,
+// then (with a network.allow list) the egress proxy's variables, which
+// neither the caller nor the policy can point elsewhere.
 func SandboxEnv(p *policies.Policy, caller []string) []string {
 	env := map[string]string{
 		"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
@@ -130,6 +132,9 @@ func SandboxEnv(p *policies.Policy, caller []string) []string {
 		}
 	}
 	for name, value := range p.Env.Set {
+		env[name] = value
+	}
+	for name, value := range proxyEnv(p) {
 		env[name] = value
 	}
 	out := make([]string, 0, len(env))

@@ -183,7 +183,8 @@ func checkEnv(s *specs.Spec, p *policies.Policy) error {
 	for i, kv := range s.Process.Env {
 		name, _, _ := strings.Cut(kv, "=")
 		_, set := p.Env.Set[name]
-		if !set && !slices.Contains(p.Env.Allow, name) && !slices.Contains(fixedEnv, name) {
+		proxy := len(p.Network.Allow) > 0 && slices.Contains(proxyEnvNames, name)
+		if !set && !proxy && !slices.Contains(p.Env.Allow, name) && !slices.Contains(fixedEnv, name) {
 			return fmt.Errorf("process.env[%d]: %s is not allowed by the policy", i, name)
 		}
 	}
