@@ -9,10 +9,11 @@ import (
 )
 
 // AuditRecord is one line of the audit log: a command that ran (or did
-// not start), or a session event.
+// not start), a session event, or an egress decision (net.allow with bytes
+// and duration, net.deny with the reason).
 type AuditRecord struct {
 	Time       time.Time `json:"time"`
-	Event      string    `json:"event"` // exec, session.create, session.remove, session.expire, session.reap
+	Event      string    `json:"event"` // exec, session.create, session.remove, session.expire, session.reap, net.allow, net.deny
 	Session    string    `json:"session"`
 	Policy     string    `json:"policy,omitempty"`
 	PolicyHash string    `json:"policyHash,omitempty"`
@@ -24,6 +25,16 @@ type AuditRecord struct {
 	TimedOut   bool      `json:"timedOut,omitempty"`
 	DurationMs float64   `json:"durationMs,omitempty"`
 	Error      string    `json:"error,omitempty"`
+	// Egress: what the sandbox asked for, the address dialed, the rule
+	// that allowed it, bytes out (sandbox to host) and in.
+	Proto    string `json:"proto,omitempty"` // http, connect, socks5
+	Host     string `json:"host,omitempty"`
+	Port     int    `json:"port,omitempty"`
+	Addr     string `json:"addr,omitempty"`
+	Rule     string `json:"rule,omitempty"`
+	BytesIn  int64  `json:"bytesIn,omitempty"`
+	BytesOut int64  `json:"bytesOut,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // auditLog appends JSON lines to a file, one write per record so lines

@@ -58,6 +58,7 @@ func NewDaemon(rt *Runtime, auditPath string) (*Daemon, error) {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	d := &Daemon{rt: rt, audit: audit, lock: lock, sessions: map[string]*daemonSession{}, pools: newPools(rt)}
+	rt.audit = audit
 	d.adopt()
 	sock := SocketPath(rt.Root)
 	os.Remove(sock) // a dead daemon's socket; we hold the lock
@@ -82,6 +83,9 @@ func NewDaemon(rt *Runtime, auditPath string) (*Daemon, error) {
 func (d *Daemon) adopt() {
 	for _, id := range d.rt.IDs() {
 		s, err := d.rt.Load(id)
+		if err == nil {
+			err = d.rt.startEgress(s) // this process serves its network now
+		}
 		if err != nil {
 			logrus.Warnf("reaping session %s: %v", id, err)
 			d.rt.destroy(id)
@@ -123,6 +127,11 @@ func (d *Daemon) Close() {
 	if d.ln != nil {
 		d.ln.Close()
 	}
+	d.mu.Lock()
+	for _, s := range d.sessions {
+		s.stopEgress() // the next daemon serves it again
+	}
+	d.mu.Unlock()
 	d.audit.close()
 	d.rt.removeRootCgroups() // only when no container of the root is left
 	d.lock.Close()

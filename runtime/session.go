@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/egress"
 	"github.com/warden-sandbox/warden/spec"
 )
 
@@ -37,6 +38,9 @@ type Runtime struct {
 	// Binary is the host path of the warden binary each session's agent
 	// runs from.
 	Binary string
+
+	audit     *auditLog // egress decisions; see auditSink
+	auditOnce sync.Once
 }
 
 // New prepares a state root. Directories are 0711: the sandbox's
@@ -141,6 +145,7 @@ type Session struct {
 	home      string // state folder when not sessions/ID: a pooled container's
 	policy    *policies.Policy
 	container *libcontainer.Container
+	egress    *egress.Proxy // serves network.allow; see startEgress
 
 	mu       sync.Mutex
 	oomSeen  uint64
@@ -212,6 +217,9 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 		return nil, err
 	}
 	if err := rt.startContainer(s, b.Spec, bundleDir); err != nil {
+		return nil, err
+	}
+	if err := rt.startEgress(s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -384,6 +392,7 @@ func (rt *Runtime) IDs() []string {
 // Close stops the session's sandbox and removes its state. The workspace
 // and every other granted folder are left as they are.
 func (s *Session) Close() error {
+	s.stopEgress()
 	return s.rt.destroy(s.ID)
 }
 

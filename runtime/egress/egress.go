@@ -260,9 +260,13 @@ func (p *Proxy) check(ctx context.Context, host string, port int) (*target, erro
 	var refused []string
 	for _, a := range addrs {
 		a = a.Unmap().WithZone("")
-		if why := p.refuseAddr(a, port); why != "" {
+		why, opener := p.refuseAddr(a, port)
+		if why != "" {
 			refused = append(refused, why)
 			continue
+		}
+		if opener != "" && opener != t.rule && !strings.Contains(t.rule, " + ") {
+			t.rule += " + " + opener // the audit names both rules
 		}
 		t.addrs = append(t.addrs, netip.AddrPortFrom(a, uint16(port)))
 	}
@@ -276,27 +280,28 @@ func (p *Proxy) check(ctx context.Context, host string, port int) (*target, erro
 	return t, nil
 }
 
-// refuseAddr says why a resolved address may not be dialed, or "". A
-// special address is opened only by an address rule at least as specific as
-// its range (so 0.0.0.0/0 does not open loopback, 127.0.0.1 does); the
-// host's own addresses only by a rule naming exactly that address.
-func (p *Proxy) refuseAddr(a netip.Addr, port int) string {
+// refuseAddr says why a resolved address may not be dialed, or "" and the
+// address rule that opens it if it is special. A special address is opened
+// only by an address rule at least as specific as its range (so 0.0.0.0/0
+// does not open loopback, 127.0.0.1 does); the host's own addresses only by
+// a rule naming exactly that address.
+func (p *Proxy) refuseAddr(a netip.Addr, port int) (why, opener string) {
 	class, special := classify(a)
 	if !special && p.own.contains(a) {
 		class, special = addrClass{prefix: netip.PrefixFrom(a, a.BitLen()), name: "this host's own address"}, true
 	}
 	if !special {
-		return ""
+		return "", ""
 	}
 	if class.never {
-		return fmt.Sprintf("%s (%s, never allowed)", a, class.name)
+		return fmt.Sprintf("%s (%s, never allowed)", a, class.name), ""
 	}
 	for _, r := range p.cfg.Allow {
 		if pre, ok := r.Prefix(); ok && pre.Bits() >= class.prefix.Bits() && r.Match(a.String(), port) {
-			return ""
+			return "", r.String()
 		}
 	}
-	return fmt.Sprintf("%s (%s)", a, class.name)
+	return fmt.Sprintf("%s (%s)", a, class.name), ""
 }
 
 // rules lists the rule set for a message, shortened when long.

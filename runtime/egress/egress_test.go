@@ -260,6 +260,9 @@ func TestConnect(t *testing.T) {
 	h := newHarness(t, []string{"api.test:" + port, "127.0.0.1:" + port}, nil)
 	c := h.client()
 	code, body := get(t, c, "https://api.test:"+port+"/secure")
+	if r := h.waitRecords(1)[0]; r.Rule != "api.test:"+port+" + 127.0.0.1:"+port {
+		t.Errorf("rule %q does not name both the name and the address rule", r.Rule)
+	}
 	if code != 200 || !strings.Contains(body, "hello GET /secure host=api.test:"+port) {
 		t.Fatalf("https through CONNECT: %d %q", code, body)
 	}

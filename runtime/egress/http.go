@@ -341,7 +341,6 @@ func (d *deadlineReader) Read(b []byte) (int, error) {
 
 func (d *deadlineReader) Close() error { return d.r.Close() }
 
-
 func idleReason(idle time.Duration) string {
 	return fmt.Sprintf("closed: nothing moved for %s (the idle timeout)", idle)
 }
