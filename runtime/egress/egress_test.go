@@ -193,6 +193,11 @@ func TestAddressChecks(t *testing.T) {
 		{[]string{"0.0.0.0:" + port}, "http://0.0.0.0:" + port + "/", 403, "0.0.0.0 (unspecified, never allowed)"},
 		{[]string{"[::ffff:127.0.0.1]:" + port}, "http://[::ffff:127.0.0.1]:" + port + "/", 200, "hello"},
 		{[]string{"api.test:" + port}, "http://[::ffff:127.0.0.1]:" + port + "/", 403, "matches no network.allow rule"},
+		// Other spellings of 127.0.0.1 are names no rule matches, never addresses.
+		{[]string{"127.0.0.1:" + port}, "http://127.1:" + port + "/", 403, "127.1:" + port + " matches no network.allow rule"},
+		{[]string{"127.0.0.1:" + port}, "http://2130706433:" + port + "/", 403, "matches no network.allow rule"},
+		{[]string{"127.0.0.1:" + port}, "http://0x7f.0.0.1:" + port + "/", 403, "matches no network.allow rule"},
+		{[]string{"127.0.0.1:" + port}, "http://[::1]:" + port + "/", 403, "matches no network.allow rule"},
 	}
 	for _, tc := range cases {
 		h := newHarness(t, tc.rules, func(c *Config) { c.DialTimeout = 300 * time.Millisecond })
