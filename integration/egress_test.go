@@ -274,7 +274,9 @@ func TestEgress(t *testing.T) {
 		return u.exec(r, id, append([]string{"curl", "-sS", "--max-time", "10"}, args...)...)
 	}
 	H, T, H2, O := u.http, u.tls, u.http2, u.other
-	url := func(host string, port int, path string) string { return fmt.Sprintf("http://%s:%d%s", host, port, path) }
+	url := func(host string, port int, path string) string {
+		return fmt.Sprintf("http://%s:%d%s", host, port, path)
+	}
 
 	t.Run("proxy variables", func(t *testing.T) {
 		res := u.exec(r, id, "sh", "-c", `echo "$HTTP_PROXY $https_proxy $ALL_PROXY $NO_PROXY"`)
@@ -542,4 +544,3 @@ allow = ["curl", "sh"]
 		t.Errorf("egress records for a session without network: %s", out.Stdout)
 	}
 }
-

@@ -12,8 +12,8 @@ import (
 )
 
 // idleFor is how long ago data last moved on any of the connections, read
-// off the kernel's TCP_INFO, so copying can stay in the kernel (splice)
-// and still notice an idle pair.
+// off the kernel's TCP_INFO, so a copy needs no per-read bookkeeping to
+// notice an idle pair.
 func idleFor(conns ...*net.TCPConn) time.Duration {
 	least := time.Duration(-1)
 	for _, c := range conns {
@@ -38,8 +38,8 @@ func idleFor(conns ...*net.TCPConn) time.Duration {
 }
 
 // watchdog closes a pair of connections once nothing has moved on either
-// for idle. Deadlines would not do: a write deadline that expires while
-// splice holds data in its pipe loses that data.
+// for idle. Per-direction deadlines would not do: one direction may be
+// quiet for hours while the other streams.
 type watchdog struct {
 	fired atomic.Bool
 	stop  chan struct{}
@@ -81,14 +81,25 @@ func (w *watchdog) end() bool {
 	return w.fired.Load()
 }
 
-// copyConn moves n bytes (all until EOF when n < 0) from src to dst with
-// TCPConn.ReadFrom, which splices between sockets.
+// copyBufs holds the buffers copies go through.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+
+// copyBufSize: between loopback sockets on this project's kernels a copy
+// through a 256 KiB buffer moved ~1.3x what splice (TCPConn.ReadFrom) did,
+// and as much as a 1 MiB buffer.
+const copyBufSize = 256 << 10
+
+// copyConn moves n bytes (all until EOF when n < 0) from src to dst through
+// a user-space buffer (see copyBufSize).
 func copyConn(dst, src *net.TCPConn, n int64) (int64, error) {
-	if n < 0 {
-		return dst.ReadFrom(src)
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	var r io.Reader = struct{ io.Reader }{src} // hide WriteTo: no splice
+	if n >= 0 {
+		r = io.LimitReader(r, n)
 	}
-	m, err := dst.ReadFrom(&io.LimitedReader{R: src, N: n})
-	if err == nil && m < n {
+	m, err := io.CopyBuffer(struct{ io.Writer }{dst}, r, *buf)
+	if err == nil && n >= 0 && m < n {
 		err = io.ErrUnexpectedEOF
 	}
 	return m, err
