@@ -22,12 +22,11 @@ import (
 
 // harness is a proxy on loopback with an audit trail.
 type harness struct {
-	t     *testing.T
-	p     *Proxy
-	addr  string
-	mu    sync.Mutex
-	recs  []Record
-	hosts map[string][]netip.Addr
+	t    *testing.T
+	p    *Proxy
+	addr string
+	mu   sync.Mutex
+	recs []Record
 }
 
 func newHarness(t *testing.T, rules []string, tweak func(*Config)) *harness {

@@ -22,7 +22,7 @@ func ParseHosts(r io.Reader) (map[string][]netip.Addr, error) {
 		}
 		a, err := netip.ParseAddr(f[0])
 		if err != nil || a.Zone() != "" {
-			return nil, fmt.Errorf("line %d: %q is not an IP address; write ADDRESS NAME...", line, f[0])
+			return nil, fmt.Errorf("line %d: %q is not an IP address; write an address, then names", line, f[0])
 		}
 		if len(f) < 2 {
 			return nil, fmt.Errorf("line %d: no name after %s", line, f[0])
