@@ -378,13 +378,19 @@ func TestEgress(t *testing.T) {
 		}
 	})
 	t.Run("the listener lives in the sandbox, served by the daemon", func(t *testing.T) {
-		checkListener(t, r, id)
+		inode := checkListener(t, r, id)
+		if res := r.warden("session", "rm", id); res.Exit != 0 {
+			t.Fatalf("session rm: %s", res.Stderr)
+		}
+		if n := socketHolders(r, inode); n != 0 {
+			t.Errorf("after session rm the daemon still holds the proxy's listener")
+		}
 	})
 }
 
 // checkListener: the sandbox's netns has 127.0.0.1:3128 listening on a
 // socket the daemon holds, and the host's netns has no such listener.
-func checkListener(t *testing.T, r *wardenRoot, id string) {
+func checkListener(t *testing.T, r *wardenRoot, id string) string {
 	t.Helper()
 	state, err := os.ReadFile(filepath.Join(r.root, "containers", id, "state.json"))
 	if err != nil {
@@ -401,6 +407,15 @@ func checkListener(t *testing.T, r *wardenRoot, id string) {
 	if hostInode := listenerInode(t, "/proc/self/net/tcp", "0100007F:0C38"); hostInode == inode {
 		t.Errorf("the proxy's listener is in the host's network namespace")
 	}
+	if holders := socketHolders(r, inode); holders != 1 {
+		t.Errorf("the listener (inode %s) is held by %d processes of the daemon, want 1", inode, holders)
+	}
+	return inode
+}
+
+// socketHolders counts the descriptors of the root's processes open on a
+// socket inode.
+func socketHolders(r *wardenRoot, inode string) int {
 	holders := 0
 	for _, pid := range r.processes() {
 		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
@@ -410,9 +425,7 @@ func checkListener(t *testing.T, r *wardenRoot, id string) {
 			}
 		}
 	}
-	if holders != 1 {
-		t.Errorf("the listener (inode %s) is held by %d processes of the daemon, want 1", inode, holders)
-	}
+	return holders
 }
 
 func listenerInode(t *testing.T, path, local string) string {

@@ -156,8 +156,11 @@ func netRecord(s *Session, r egress.Record) AuditRecord {
 		Proto: r.Proto, Host: r.Host, Port: r.Port, Addr: r.Addr, Rule: r.Rule,
 		BytesIn: r.BytesIn, BytesOut: r.BytesOut, Reason: r.Reason,
 		DurationMs: float64(r.Duration.Microseconds()) / 1000}
-	if r.Allowed {
+	switch {
+	case r.Allowed:
 		rec.Event = "net.allow"
+	case r.Suppressed > 0:
+		rec.Event = "net.suppressed"
 	}
 	if rec.Event == "net.deny" || rec.Reason != "" {
 		logrus.Debugf("session %s: egress %s %s:%d: %s", s.ID, rec.Event, r.Host, r.Port, r.Reason)

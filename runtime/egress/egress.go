@@ -21,6 +21,11 @@ const (
 	DefaultIdleTimeout      = 5 * time.Minute
 	DefaultDialTimeout      = 10 * time.Second
 	DefaultHandshakeTimeout = 30 * time.Second
+	// AuditRate and AuditBurst bound the audit records one proxy writes:
+	// a sandbox hammering the proxy must not fill the host's disk. Records
+	// over the rate are counted and reported in one summary record.
+	AuditRate  = 100 // per second
+	AuditBurst = 1000
 )
 
 // Config is one session's egress policy.
@@ -59,6 +64,9 @@ type Record struct {
 	BytesOut int64
 	Duration time.Duration
 	Reason   string // why it was denied, or how an allowed one failed
+	// Suppressed, when set, makes this a summary: that many decisions
+	// went over AuditRate and were not reported one by one.
+	Suppressed int
 }
 
 // Proxy serves one session.
@@ -74,6 +82,11 @@ type Proxy struct {
 	lns    []net.Listener
 	closed bool
 	wg     sync.WaitGroup
+
+	auditMu    sync.Mutex
+	tokens     float64
+	refilled   time.Time
+	suppressed int
 }
 
 // New makes a proxy enforcing cfg.
@@ -156,6 +169,11 @@ func (p *Proxy) Close() error {
 	p.mu.Unlock()
 	p.stop()
 	p.wg.Wait()
+	if p.cfg.Audit != nil {
+		p.auditMu.Lock()
+		p.flushSuppressed()
+		p.auditMu.Unlock()
+	}
 	return nil
 }
 
@@ -176,9 +194,35 @@ func (p *Proxy) untrack(c net.Conn) {
 	c.Close()
 }
 
+// audit reports a decision, within AuditRate; the records over it are
+// summed up in the next one that passes, or when the proxy closes.
 func (p *Proxy) audit(r Record) {
-	if p.cfg.Audit != nil {
-		p.cfg.Audit(r)
+	if p.cfg.Audit == nil {
+		return
+	}
+	p.auditMu.Lock()
+	defer p.auditMu.Unlock()
+	now := time.Now()
+	if p.refilled.IsZero() {
+		p.tokens = AuditBurst
+	} else {
+		p.tokens = min(AuditBurst, p.tokens+now.Sub(p.refilled).Seconds()*AuditRate)
+	}
+	p.refilled = now
+	if p.tokens < 1 {
+		p.suppressed++
+		return
+	}
+	p.tokens--
+	p.flushSuppressed()
+	p.cfg.Audit(r)
+}
+
+// flushSuppressed writes the summary of records over the rate; auditMu held.
+func (p *Proxy) flushSuppressed() {
+	if p.suppressed > 0 {
+		p.cfg.Audit(Record{Suppressed: p.suppressed, Reason: fmt.Sprintf("%d more egress decisions were not logged: over %d records per second", p.suppressed, AuditRate)})
+		p.suppressed = 0
 	}
 }
 

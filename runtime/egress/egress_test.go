@@ -688,3 +688,36 @@ func TestParseHosts(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox hammering the proxy gets its decisions logged up to the rate,
+// and the rest summed up, not written one by one.
+func TestAuditRateLimit(t *testing.T) {
+	h := newHarness(t, []string{"127.0.0.1:1"}, nil)
+	n := AuditBurst + 500
+	for i := 0; i < n; i++ {
+		h.p.audit(Record{Proto: "http", Host: "evil.test", Port: 80, Reason: "denied"})
+	}
+	recs := h.records()
+	if len(recs) > AuditBurst+AuditRate {
+		t.Fatalf("%d records written for %d decisions", len(recs), n)
+	}
+	h.p.Close()
+	recs = h.records()
+	last := recs[len(recs)-1]
+	suppressed, _ := strconv.Atoi(strings.Fields(last.Reason)[0])
+	if !strings.Contains(last.Reason, "more egress decisions were not logged") || last.Suppressed != suppressed || suppressed+len(recs)-1 != n {
+		t.Errorf("summary %q after %d records, want the %d decisions accounted for", last.Reason, len(recs)-1, n)
+	}
+}
+
+// A client may send its first bytes right behind CONNECT, before the 200.
+func TestConnectPipelined(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(hello))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
+	got := rawExchange(t, h.addr, "CONNECT 127.0.0.1:"+port+" HTTP/1.1\r\n\r\nGET /early HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	if !strings.HasPrefix(got, "HTTP/1.1 200 Connection established\r\n\r\n") || !strings.Contains(got, "hello GET /early") {
+		t.Errorf("pipelined CONNECT: %q", got)
+	}
+}
