@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strconv"
@@ -230,7 +231,9 @@ func (p *Proxy) flushSuppressed() {
 // 5, SOCKS4 with 4, HTTP with a method name.
 func (p *Proxy) serve(c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
-	br := bufio.NewReaderSize(c, 4096)
+	lim := &headLimit{r: c}
+	lim.arm()
+	br := bufio.NewReaderSize(lim, 4096)
 	first, err := br.Peek(1)
 	if err != nil {
 		return
@@ -242,9 +245,39 @@ func (p *Proxy) serve(c net.Conn) {
 		p.audit(Record{Proto: "socks4", Reason: "SOCKS4 is not supported; use SOCKS5 (socks5h://) or the HTTP proxy"})
 		c.Write([]byte{0, 0x5b, 0, 0, 0, 0, 0, 0})
 	default:
-		p.serveHTTP(c, br)
+		p.serveHTTP(c, br, lim)
 	}
 }
+
+// MaxHeaderBytes bounds a request's or response's head: net/http's
+// readers would otherwise grow with an endless header line.
+const MaxHeaderBytes = 64 << 10
+
+// headLimit caps what may be read through it while a head is parsed
+// (plus what the reader buffers ahead of it).
+type headLimit struct {
+	r io.Reader
+	n int64 // < 0: no limit
+}
+
+func (h *headLimit) arm()    { h.n = MaxHeaderBytes + 32<<10 }
+func (h *headLimit) disarm() { h.n = -1 }
+
+func (h *headLimit) Read(b []byte) (int, error) {
+	if h.n == 0 {
+		return 0, errHeadTooLarge
+	}
+	if h.n > 0 && int64(len(b)) > h.n {
+		b = b[:h.n]
+	}
+	n, err := h.r.Read(b)
+	if h.n > 0 {
+		h.n -= int64(n)
+	}
+	return n, err
+}
+
+var errHeadTooLarge = fmt.Errorf("head larger than %d bytes", MaxHeaderBytes)
 
 // refuseBusy answers a connection over the limit in its own protocol.
 func (p *Proxy) refuseBusy(c net.Conn) {

@@ -721,3 +721,57 @@ func TestConnectPipelined(t *testing.T) {
 		t.Errorf("pipelined CONNECT: %q", got)
 	}
 }
+
+// Heads are bounded: an endless header line from the sandbox, or from an
+// allowed upstream, ends the exchange instead of growing the proxy.
+func TestHeadLimits(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				http.ReadRequest(bufio.NewReader(c))
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Long: ")
+				chunk := []byte(strings.Repeat("a", 64<<10))
+				for i := 0; i < 64; i++ {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
+	got := rawExchange(t, h.addr, "GET http://127.0.0.1:"+port+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	if !strings.Contains(got, "502 Bad Gateway") {
+		t.Errorf("endless upstream header: %.200q", got)
+	}
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		io.WriteString(c, "GET http://127.0.0.1:"+port+"/ HTTP/1.1\r\nX-Long: ")
+		chunk := []byte(strings.Repeat("a", 64<<10))
+		for i := 0; i < 64; i++ {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	b, _ := io.ReadAll(c)
+	if !strings.Contains(string(b), "400 Bad Request") || !strings.Contains(string(b), "head larger than") {
+		t.Errorf("endless request header: %.200q", b)
+	}
+}

@@ -61,6 +61,7 @@ type upstream struct {
 	key  string
 	conn *net.TCPConn
 	br   *bufio.Reader
+	lim  *headLimit
 }
 
 func (u *upstream) close() {
@@ -71,15 +72,17 @@ func (u *upstream) close() {
 
 // serveHTTP handles proxy requests on one client connection: CONNECT, or a
 // sequence of absolute-form requests.
-func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
+func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, lim *headLimit) {
 	client := c.(*net.TCPConn)
 	var up *upstream
 	defer func() { up.close() }()
 	for first := true; ; first = false {
 		if !first {
 			c.SetReadDeadline(time.Now().Add(p.cfg.IdleTimeout))
+			lim.arm()
 		}
 		req, err := http.ReadRequest(br)
+		lim.disarm()
 		if err != nil {
 			if !first || errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) {
 				return
@@ -176,7 +179,8 @@ func (p *Proxy) forward(c *net.TCPConn, br *bufio.Reader, req *http.Request, up 
 			p.answer(c, rec, fmt.Errorf("connect %s: %w", key, err))
 			return nil, false
 		}
-		up = &upstream{key: key, conn: upc, br: bufio.NewReaderSize(upc, 32<<10)}
+		up = &upstream{key: key, conn: upc, lim: &headLimit{r: upc, n: -1}}
+		up.br = bufio.NewReaderSize(up.lim, 32<<10)
 		up.conn.SetReadDeadline(time.Time{})
 	}
 	rec.Addr = up.conn.RemoteAddr().String()
@@ -221,7 +225,9 @@ func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up
 	}
 	for {
 		up.conn.SetReadDeadline(time.Now().Add(idle))
+		up.lim.arm()
 		resp, err := http.ReadResponse(up.br, req)
+		up.lim.disarm()
 		if err != nil {
 			writeHTTPError(c, 502, "Bad Gateway", "reading the upstream response: "+err.Error())
 			return false, fmt.Errorf("reading the response: %w", err)
