@@ -51,6 +51,9 @@ func startUpstreams(t *testing.T) *upstreams {
 		w.Header().Set("Content-Length", strconv.Itoa(n))
 		w.Write(make([]byte, n))
 	})
+	mux.HandleFunc("/simple/warden-egress-probe/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<html><body><a href="/files/warden-egress-probe-1.2.3.tar.gz">warden-egress-probe-1.2.3.tar.gz</a></body></html>`)
+	})
 	mux.Handle("/git/", http.StripPrefix("/git/", http.FileServer(http.Dir(u.repo))))
 	serve := func(tlsConfig *tls.Config) int {
 		ln, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -295,6 +298,9 @@ func TestEgress(t *testing.T) {
 			fmt.Sprintf("import urllib.request; print(urllib.request.urlopen('http://api.egress.test:%d/file').read().decode())", H)), 0, egressBody)
 		want(t, "python requests https (env proxies)", u.exec(r, id, "python3", "-c",
 			fmt.Sprintf("import requests; print(requests.get('https://api.egress.test:%d/file', verify='/workspace/ca.pem').text)", T)), 0, egressBody)
+		want(t, "pip, index over https (env proxies)", u.exec(r, id, "python3", "-m", "pip", "index", "versions", "warden-egress-probe",
+			"--index-url", fmt.Sprintf("https://api.egress.test:%d/simple/", T), "--cert", "/workspace/ca.pem",
+			"--disable-pip-version-check", "--no-cache-dir"), 0, "warden-egress-probe (1.2.3)")
 		want(t, "git clone over http", u.exec(r, id, "sh", "-c",
 			fmt.Sprintf("git clone -q http://api.egress.test:%d/git/repo.git /workspace/clone && git -C /workspace/clone log --format=%%s", H)), 0, "first")
 		want(t, "Host header comes from the URL", curl("-H", "Host: evil.example", url("api.egress.test", H, "/host")), 0, fmt.Sprintf("host=api.egress.test:%d", H))
