@@ -341,7 +341,12 @@ func TestEgress(t *testing.T) {
 		want(t, "UDP DNS to an outside resolver", py("8.8.8.8", "53", "udp"), 0, "errno 101")
 		want(t, "DNS through the sandbox's resolv.conf", u.exec(r, id, "python3", "-c",
 			"import socket\ntry:\n  socket.getaddrinfo('example.com', 80); print('resolved')\nexcept OSError as e: print('failed', e)"), 0, "failed")
+		want(t, "TCP DNS to the host's resolver", py(hostResolver(t), "53", "tcp"), 0, "errno 101")
 		want(t, "taking the proxy's port", py("127.0.0.1", "3128", "bind"), 0, "errno 98")
+		want(t, "raw ICMP socket", u.exec(r, id, "python3", "-c",
+			"import socket\ntry:\n  socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP); print('opened')\nexcept OSError as e: print('errno', e.errno)"), 0, "errno 1")
+		want(t, "ping socket", u.exec(r, id, "python3", "-c",
+			"import socket\ntry:\n  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); s.sendto(b'\\x08\\0\\0\\0\\0\\0\\0\\0', ('1.1.1.1', 0)); print('sent')\nexcept OSError as e: print('errno', e.errno)"), 0, "errno 13")
 	})
 	t.Run("audit", func(t *testing.T) {
 		res := r.warden("logs", "--session", id)

@@ -428,6 +428,7 @@ func TestMalformed(t *testing.T) {
 		{"CONNECT 127.0.0.1:99999 HTTP/1.1\r\n\r\n", "malformed CONNECT"},
 		{"GET http://127.0.0.1:" + port + "/ HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "400 Bad Request"},
 		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "400 Bad Request"},
+		{"GET http://127.0.0.1:" + port + "@evil.test/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "evil.test:80 matches no network.allow rule"},
 		{"\x04\x01\x00\x50\x7f\x00\x00\x01\x00", "\x00\x5b"},
 	} {
 		if got := rawExchange(t, h.addr, tc.in); !strings.Contains(got, tc.want) {
