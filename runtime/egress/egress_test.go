@@ -524,6 +524,21 @@ func TestKeepAliveAndBodies(t *testing.T) {
 			t.Errorf("allowed request failed: %+v", r)
 		}
 	}
+	// Connections that ended are forgotten, upstream ones too.
+	c.CloseIdleConnections()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.p.mu.Lock()
+		open := len(h.p.conns)
+		h.p.mu.Unlock()
+		if open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still tracked after every client left", open)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestConnectionLimit(t *testing.T) {

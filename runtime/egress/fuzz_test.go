@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,11 +48,14 @@ func FuzzProxyInput(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	var mu sync.Mutex
 	var dialed []string
 	p := New(Config{Policy: "fuzz", Allow: mustRules(f, allowed), HandshakeTimeout: time.Second, IdleTimeout: time.Second,
 		Audit: func(r Record) {
 			if r.Addr != "" {
+				mu.Lock()
 				dialed = append(dialed, r.Addr)
+				mu.Unlock()
 			}
 		}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -73,6 +77,8 @@ func FuzzProxyInput(f *testing.F) {
 		if _, err := out.ReadFrom(c); err != nil {
 			t.Fatalf("no end to the answer for %q: %v", in, err)
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		for _, a := range dialed {
 			if a != allowed {
 				t.Fatalf("dialed %s", a)

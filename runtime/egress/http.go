@@ -58,6 +58,7 @@ func splitHostPort(authority string, def int) (string, int, error) {
 // upstream is the connection a keep-alive client's requests go to while
 // they name the same host and port.
 type upstream struct {
+	p    *Proxy
 	key  string
 	conn *net.TCPConn
 	br   *bufio.Reader
@@ -66,7 +67,7 @@ type upstream struct {
 
 func (u *upstream) close() {
 	if u != nil && u.conn != nil {
-		u.conn.Close()
+		u.p.untrack(u.conn)
 	}
 }
 
@@ -126,7 +127,7 @@ func (p *Proxy) serveConnect(c *net.TCPConn, br *bufio.Reader, req *http.Request
 		p.answer(c, rec, fmt.Errorf("connect %s: %w", hostPort(host, port), err))
 		return
 	}
-	defer upc.Close()
+	defer p.untrack(upc)
 	rec.Addr = addr.String()
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		rec.Reason = err.Error()
@@ -179,7 +180,7 @@ func (p *Proxy) forward(c *net.TCPConn, br *bufio.Reader, req *http.Request, up 
 			p.answer(c, rec, fmt.Errorf("connect %s: %w", key, err))
 			return nil, false
 		}
-		up = &upstream{key: key, conn: upc, lim: &headLimit{r: upc, n: -1}}
+		up = &upstream{p: p, key: key, conn: upc, lim: &headLimit{r: upc, n: -1}}
 		up.br = bufio.NewReaderSize(up.lim, 32<<10)
 		up.conn.SetReadDeadline(time.Time{})
 	}

@@ -120,7 +120,7 @@ func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader) {
 		fail(socksRefused, fmt.Sprintf("connect %s: %v", hostPort(host, port), err))
 		return
 	}
-	defer upc.Close()
+	defer p.untrack(upc)
 	rec.Addr = addr.String()
 	// The bound address is not the sandbox's business.
 	if _, err := c.Write([]byte{5, socksOK, 0, 1, 0, 0, 0, 0, 0, 0}); err != nil {
