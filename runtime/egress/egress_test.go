@@ -791,3 +791,27 @@ func TestHeadLimits(t *testing.T) {
 		t.Errorf("endless request header: %.200q", b)
 	}
 }
+
+// An upstream that closes a kept-alive connection while it is idle does
+// not turn the client's next request into an error.
+func TestStaleUpstream(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(hello))
+	srv.Config.IdleTimeout = 50 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
+	u, _ := url.Parse("http://" + h.addr)
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
+	for i := 0; i < 3; i++ {
+		if code, body := get(t, c, "http://127.0.0.1:"+port+"/again"); code != 200 || !strings.Contains(body, "hello GET /again") {
+			t.Fatalf("request %d after the upstream closed its idle connection: %d %q", i, code, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, r := range h.records() {
+		if !r.Allowed || r.Reason != "" {
+			t.Errorf("record %+v", r)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -172,20 +173,29 @@ func (p *Proxy) forward(c *net.TCPConn, br *bufio.Reader, req *http.Request, up 
 		return nil, false
 	}
 	rec.Allowed, rec.Rule = true, t.rule
+	var keep bool
 	key := hostPort(t.host, port)
-	if up == nil || up.key != key {
-		up.close()
-		upc, _, err := p.dial(p.ctx, t)
-		if err != nil {
-			p.answer(c, rec, fmt.Errorf("connect %s: %w", key, err))
-			return nil, false
+	reused := up != nil && up.key == key
+	for attempt := 0; ; attempt++ {
+		if !reused {
+			up.close()
+			upc, _, err := p.dial(p.ctx, t)
+			if err != nil {
+				p.answer(c, rec, fmt.Errorf("connect %s: %w", key, err))
+				return nil, false
+			}
+			up = &upstream{p: p, key: key, conn: upc, lim: &headLimit{r: upc, n: -1}}
+			up.br = bufio.NewReaderSize(up.lim, 32<<10)
 		}
-		up = &upstream{p: p, key: key, conn: upc, lim: &headLimit{r: upc, n: -1}}
-		up.br = bufio.NewReaderSize(up.lim, 32<<10)
-		up.conn.SetReadDeadline(time.Time{})
+		rec.Addr = up.conn.RemoteAddr().String()
+		keep, err = p.exchange(c, br, req, up, &rec, reused)
+		if !errors.Is(err, errStale) || attempt > 0 {
+			break
+		}
+		// The upstream closed the kept-alive connection while it was
+		// idle; the request (without a body) goes again on a new one.
+		reused, rec.BytesOut = false, 0
 	}
-	rec.Addr = up.conn.RemoteAddr().String()
-	keep, err := p.exchange(c, br, req, up, &rec)
 	rec.Duration = time.Since(start)
 	if err != nil {
 		rec.Reason = err.Error()
@@ -201,7 +211,12 @@ func (p *Proxy) forward(c *net.TCPConn, br *bufio.Reader, req *http.Request, up 
 // exchange writes the request upstream and copies the response back. The
 // Host header is the URL's authority (ReadRequest already made it so), so a
 // request cannot name an allowed host and ask another one behind it.
-func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up *upstream, rec *Record) (keep bool, err error) {
+//
+// On a reused upstream connection that turns out closed before any answer,
+// a request without a body fails with errStale and nothing sent to the
+// client, so the caller can try a new connection.
+func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up *upstream, rec *Record, reused bool) (keep bool, err error) {
+	retryable := reused && (req.Body == nil || req.Body == http.NoBody)
 	for _, h := range []string{"Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate"} {
 		req.Header.Del(h)
 	}
@@ -222,13 +237,21 @@ func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up
 	err = req.Write(out)
 	rec.BytesOut = out.n
 	if err != nil {
+		if retryable {
+			return false, errStale
+		}
+		writeHTTPError(c, 502, "Bad Gateway", "sending the request upstream: "+err.Error())
 		return false, fmt.Errorf("sending the request upstream: %w", err)
 	}
-	for {
+	for first := true; ; first = false {
 		up.conn.SetReadDeadline(time.Now().Add(idle))
 		up.lim.arm()
 		resp, err := http.ReadResponse(up.br, req)
 		up.lim.disarm()
+		if err != nil && first && retryable && up.br.Buffered() == 0 &&
+			(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+			return false, errStale
+		}
 		if err != nil {
 			writeHTTPError(c, 502, "Bad Gateway", "reading the upstream response: "+err.Error())
 			return false, fmt.Errorf("reading the response: %w", err)
@@ -347,6 +370,8 @@ func (d *deadlineReader) Read(b []byte) (int, error) {
 }
 
 func (d *deadlineReader) Close() error { return d.r.Close() }
+
+var errStale = errors.New("the kept-alive upstream connection was closed")
 
 func idleReason(idle time.Duration) string {
 	return fmt.Sprintf("closed: nothing moved for %s (the idle timeout)", idle)
