@@ -403,7 +403,7 @@ func TestEgress(t *testing.T) {
 // socket the daemon holds, and the host's netns has no such listener.
 func checkListener(t *testing.T, r *wardenRoot, id string) string {
 	t.Helper()
-	state, err := os.ReadFile(filepath.Join(r.root, "containers", id, "state.json"))
+	state, err := os.ReadFile(filepath.Join(r.root, "containers", r.container(id), "state.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,5 +566,38 @@ allow = ["curl", "sh"]
 	want(t, "direct", u.exec(r, id, "curl", "-sS", "--max-time", "5", fmt.Sprintf("http://%s:%d/file", hostIPv4(t), u.http)), 7)
 	if out := r.warden("logs", "--session", id); bytes.Contains([]byte(out.Stdout), []byte(`"net.`)) {
 		t.Errorf("egress records for a session without network: %s", out.Stdout)
+	}
+}
+
+// TestEgressPooled: a session that claims a pooled sandbox gets its proxy
+// at the claim, before its first command, and it enforces the claiming
+// policy as a cold start's does.
+func TestEgressPooled(t *testing.T) {
+	u := startUpstreams(t)
+	r := newRoot(t)
+	policy := r.policy(u.egressPolicy())
+	if res := r.wardenEnv(u.env, "pool", "fill", "--policy", policy, "--size", "1"); res.Exit != 0 {
+		t.Fatalf("pool fill: %s", res.Stderr)
+	}
+	r.waitPool(1)
+	ws := tempDir(t)
+	if err := os.WriteFile(filepath.Join(ws, "ca.pem"), u.caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := r.id("egress-pooled")
+	if res := r.wardenEnv(u.env, "session", "create", "--policy", policy, "--workspace", ws, "--id", id); res.Exit != 0 {
+		t.Fatalf("session create: %s", res.Stderr)
+	}
+	if r.container(id) == id || r.poolStatus()[0].Hits != 1 {
+		t.Fatalf("session %s did not claim the pooled sandbox: %+v", id, r.poolStatus())
+	}
+	want(t, "allowed, by name", u.exec(r, id, "curl", "-sS", fmt.Sprintf("http://api.egress.test:%d/file", u.http)), 0, egressBody)
+	want(t, "allowed, https", u.exec(r, id, "curl", "-sS", "--cacert", "/workspace/ca.pem", fmt.Sprintf("https://api.egress.test:%d/file", u.tls)), 0, egressBody)
+	want(t, "another host", u.exec(r, id, "curl", "-sS", "-w", "%{http_code}", fmt.Sprintf("http://other.egress.test:%d/file", u.http)), 0, "403", `policy "egress-test"`)
+	want(t, "direct", u.exec(r, id, "curl", "-sS", "--noproxy", "*", fmt.Sprintf("http://127.0.0.1:%d/file", u.http)), 7)
+	checkListener(t, r, id)
+	recs := netRecords(t, r.warden("logs", "--session", id).Stdout)
+	if findRecord(recs, "net.allow", "http", "api.egress.test", u.http) == nil || findRecord(recs, "net.deny", "http", "other.egress.test", u.http) == nil {
+		t.Errorf("pooled session's decisions are not audited under its id: %+v", recs)
 	}
 }

@@ -415,10 +415,17 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 		return nil, err
 	}
 	t1 := time.Now()
-	// Egress: when a policy's network.allow needs the host-side proxy, its
-	// listener is created in the container's network namespace here, as a
-	// cold start creates it at session create, before the seal below lets
-	// any sandboxed code run.
+	// Egress: the policy's network.allow is served from here on, as a cold
+	// start serves it from create, before the seal below lets any
+	// sandboxed code run.
+	if err := rt.startEgress(s); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.stopEgress()
+		}
+	}()
 	if err := s.seal(); err != nil {
 		return nil, err
 	}
