@@ -312,6 +312,9 @@ func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.
 	if err != nil {
 		return fmt.Errorf("%w: mounts: %s: source %s: %v", ErrInvalid, m.Destination, m.Source, err)
 	}
+	// Mount what was checked: a symlink swapped after this check cannot
+	// redirect the mount.
+	m.Source = src
 	// Read-only and denied rules strictly below the source are applied
 	// inside the container at the matching place.
 	for _, r := range rules {
