@@ -587,20 +587,14 @@ func (o *OCI) Exec(id string, opts OCIExecOptions) (int, error) {
 	return r.run(p, true)
 }
 
-// inheritedFDs are the descriptors above stderr that warden inherited,
-// recorded as it starts, so that --preserve-fds never hands the container
-// a descriptor of warden's own. The Go runtime opens some before any
-// package initialises (the cgroup cpu files it watches), always
-// close-on-exec; an inherited descriptor cannot be.
-var inheritedFDs = func() map[int]bool {
-	m := map[int]bool{}
-	for fd := 3; fd < 256; fd++ {
-		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
-			m[fd] = true
-		}
-	}
-	return m
-}()
+// inherited reports whether fd was inherited by warden rather than opened
+// by it: Go opens every descriptor close-on-exec (the runtime's own too,
+// such as the cgroup cpu files it watches from before main), and an
+// inherited descriptor cannot be.
+func inherited(fd int) bool {
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	return err == nil && flags&unix.FD_CLOEXEC == 0
+}
 
 // processRun starts one process in a container (its init or an exec) the
 // way runc does: stdio inherited when detached, a terminal through the
@@ -632,7 +626,7 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 	p.LogLevel = strconv.Itoa(int(logrus.GetLevel()))
 	for i := 0; i < r.preserveFDs; i++ {
 		fd := 3 + i
-		if !inheritedFDs[fd] {
+		if !inherited(fd) {
 			return -1, fmt.Errorf("--preserve-fds %d: fd %d was not open when warden started; pass it open, or lower the count", r.preserveFDs, fd)
 		}
 		p.ExtraFiles = append(p.ExtraFiles, os.NewFile(uintptr(fd), "preserved-fd-"+strconv.Itoa(fd)))
