@@ -208,6 +208,15 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 	if !strings.Contains(locked.Stdout, "memfd_create errno=1") || !strings.Contains(locked.Stdout, "CapEff:\t0000000000000000") {
 		t.Fatalf("under the locked policy memfd_create and capabilities must be gone: %q %q", locked.Stdout, locked.Stderr)
 	}
+	// --privileged asks for everything; the policy still gives nothing:
+	// no capabilities, no host devices, a read-only /sys, masked /proc.
+	priv := e.docker(t, "run", "--rm", "--privileged", "--runtime=warden-locked", "busybox", "sh", "-c",
+		"grep CapEff /proc/self/status; ls /dev; echo 1 > /sys/kernel/mm/ksm/run || echo sys-refused; cat /proc/kcore | head -c1 | wc -c")
+	if priv.Exit != 0 || !strings.Contains(priv.Stdout, "CapEff:\t0000000000000000") || !strings.Contains(priv.Stdout, "sys-refused") ||
+		strings.Contains(priv.Stdout, "vda") || strings.Contains(priv.Stdout, "sda") || strings.Contains(priv.Stdout, "kmsg") ||
+		!strings.HasSuffix(strings.TrimSpace(priv.Stdout), "\n0") {
+		t.Fatalf("docker run --privileged under a policy: exit %d, %q %q", priv.Exit, priv.Stdout, priv.Stderr)
+	}
 	// Network: docker's libnetwork puts an interface into the container
 	// from a prestart hook; a policy without network leaves loopback only.
 	net := "wnet-" + randomHex(3)
