@@ -250,5 +250,9 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 	if got := readCgroup(t, "pids", "docker/"+full, "pids.max"); got != "32" {
 		t.Fatalf("pids.max %s, want the policy's 32", got)
 	}
+	// docker exec --privileged asks for every capability for one process.
+	if r := e.docker(t, "exec", "--privileged", name, "grep", "CapEff", "/proc/self/status"); r.Exit != 0 || !strings.Contains(r.Stdout, "0000000000000000") {
+		t.Fatalf("docker exec --privileged under a policy: %q %q", r.Stdout, r.Stderr)
+	}
 	e.docker(t, "rm", "-f", name)
 }
