@@ -261,11 +261,20 @@ func (e *engines) stop(t testing.TB) {
 	}
 	// Engines leave the parent cgroups of their containers (libcontainer
 	// never removes parents); only empty ones are removed.
+	// A shim removes its container's cgroup as it ends, which may be just
+	// after its engine has gone: allow it a few seconds.
 	var cgroups []string
-	for _, c := range engineCgroups() {
-		if !e.cgroupsBefore[c] {
-			cgroups = append(cgroups, filepath.Dir(c))
+	for i := 0; i < 50; i++ {
+		cgroups = nil
+		for _, c := range engineCgroups() {
+			if !e.cgroupsBefore[c] {
+				cgroups = append(cgroups, filepath.Dir(c))
+			}
 		}
+		if len(cgroups) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	for _, parent := range []string{"docker", ctrNamespace} {
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
