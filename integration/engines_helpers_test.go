@@ -28,6 +28,18 @@ type engines struct {
 	runcRoot   string // --runc-root for ctr
 	policyDir  string
 	procs      []*exec.Cmd
+	// cgroupsBefore are the engines' container cgroups that existed
+	// before the test (another user's): not this test's leaks.
+	cgroupsBefore map[string]bool
+}
+
+func engineCgroups() []string {
+	var out []string
+	for _, parent := range []string{"docker", ctrNamespace} {
+		kids, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent + "/*/cgroup.procs")
+		out = append(out, kids...)
+	}
+	return out
 }
 
 const (
@@ -51,6 +63,10 @@ func startEngines(t testing.TB, policyDir string) *engines {
 	os.Chmod(dir, 0o755)
 	e := &engines{dir: dir, ctrSock: filepath.Join(dir, "containerd.sock"), dockerSock: filepath.Join(dir, "docker.sock"),
 		runcRoot: filepath.Join(dir, "runc-root"), policyDir: policyDir}
+	e.cgroupsBefore = map[string]bool{}
+	for _, c := range engineCgroups() {
+		e.cgroupsBefore[c] = true
+	}
 	t.Cleanup(func() { e.stop(t) })
 	e.startContainerd(t)
 	e.startDockerd(t)
@@ -245,6 +261,21 @@ func (e *engines) stop(t testing.TB) {
 	}
 	// Engines leave the parent cgroups of their containers (libcontainer
 	// never removes parents); only empty ones are removed.
+	// A shim removes its container's cgroup as it ends, which may be just
+	// after its engine has gone: allow it a few seconds.
+	var cgroups []string
+	for i := 0; i < 50; i++ {
+		cgroups = nil
+		for _, c := range engineCgroups() {
+			if !e.cgroupsBefore[c] {
+				cgroups = append(cgroups, filepath.Dir(c))
+			}
+		}
+		if len(cgroups) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	for _, parent := range []string{"docker", ctrNamespace} {
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
 		for _, d := range dirs {
@@ -254,6 +285,9 @@ func (e *engines) stop(t testing.TB) {
 	if t != nil && !t.Failed() {
 		if len(leftover) > 0 {
 			t.Errorf("engine teardown: shims still running: %v", leftover)
+		}
+		if len(cgroups) > 0 {
+			t.Errorf("engine teardown: container cgroups left behind: %v", cgroups)
 		}
 		if len(mounts) > 0 {
 			t.Errorf("engine teardown: container mounts left behind: %v", mounts)

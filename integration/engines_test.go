@@ -208,6 +208,15 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 	if !strings.Contains(locked.Stdout, "memfd_create errno=1") || !strings.Contains(locked.Stdout, "CapEff:\t0000000000000000") {
 		t.Fatalf("under the locked policy memfd_create and capabilities must be gone: %q %q", locked.Stdout, locked.Stderr)
 	}
+	// --privileged asks for everything; the policy still gives nothing:
+	// no capabilities, no host devices, a read-only /sys, masked /proc.
+	priv := e.docker(t, "run", "--rm", "--privileged", "--runtime=warden-locked", "busybox", "sh", "-c",
+		"grep CapEff /proc/self/status; ls /dev; echo 1 > /sys/kernel/mm/ksm/run || echo sys-refused; cat /proc/kcore | head -c1 | wc -c")
+	if priv.Exit != 0 || !strings.Contains(priv.Stdout, "CapEff:\t0000000000000000") || !strings.Contains(priv.Stdout, "sys-refused") ||
+		strings.Contains(priv.Stdout, "vda") || strings.Contains(priv.Stdout, "sda") || strings.Contains(priv.Stdout, "kmsg") ||
+		!strings.HasSuffix(strings.TrimSpace(priv.Stdout), "\n0") {
+		t.Fatalf("docker run --privileged under a policy: exit %d, %q %q", priv.Exit, priv.Stdout, priv.Stderr)
+	}
 	// Network: docker's libnetwork puts an interface into the container
 	// from a prestart hook; a policy without network leaves loopback only.
 	net := "wnet-" + randomHex(3)
@@ -240,6 +249,10 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 	}
 	if got := readCgroup(t, "pids", "docker/"+full, "pids.max"); got != "32" {
 		t.Fatalf("pids.max %s, want the policy's 32", got)
+	}
+	// docker exec --privileged asks for every capability for one process.
+	if r := e.docker(t, "exec", "--privileged", name, "grep", "CapEff", "/proc/self/status"); r.Exit != 0 || !strings.Contains(r.Stdout, "0000000000000000") {
+		t.Fatalf("docker exec --privileged under a policy: %q %q", r.Stdout, r.Stderr)
 	}
 	e.docker(t, "rm", "-f", name)
 }

@@ -665,3 +665,30 @@ func TestOCIErrorsAndInfo(t *testing.T) {
 		t.Fatalf("spec over an existing config.json: %d %q", r.Exit, r.Stderr)
 	}
 }
+
+// TestOCIPreserveFDs passes a file to the container as its fd 3.
+func TestOCIPreserveFDs(t *testing.T) {
+	o := newOCIEnv(t)
+	id := "oci-" + randomHex(4)
+	bundle := busyboxBundle(t, id, func(s *specs.Spec) { s.Process.Args = []string{"sh", "-c", "echo through-fd3 >&3"} })
+	out := filepath.Join(tempDir(t), "fd3")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(wardenBinary, "--root", o.root, "run", "--preserve-fds", "1", "--bundle", bundle, id)
+	cmd.ExtraFiles = []*os.File{f}
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("run --preserve-fds 1: %v: %s", err, msg)
+	}
+	if data, _ := os.ReadFile(out); string(data) != "through-fd3\n" {
+		t.Fatalf("fd 3 got %q", data)
+	}
+	// Without the fd open, the flag is an error, not a silent skip.
+	id2 := "oci-" + randomHex(4)
+	b2 := busyboxBundle(t, id2, func(s *specs.Spec) { s.Process.Args = []string{"true"} })
+	if r := o.warden(t, "run", "--preserve-fds", "1", "--bundle", b2, id2); r.Exit != 125 || !strings.Contains(r.Stderr, "not open") {
+		t.Fatalf("run --preserve-fds without fd 3: %d %q", r.Exit, r.Stderr)
+	}
+}

@@ -49,8 +49,8 @@ type OCI struct {
 // directory by name.
 const AnnotationSelect = spec.AnnotationPolicy
 
-// ContainerIDPattern is what a container id may look like: the same rule
-// as runc's, so every id an engine makes is accepted.
+// checkContainerID accepts what runc accepts (every id an engine makes)
+// but nothing that could leave the state root: no "/", ".", "..", NUL.
 func checkContainerID(id string) error {
 	if id == "" {
 		return errors.New("container id cannot be empty")
@@ -449,7 +449,7 @@ func (o *OCI) Processes(id string) ([]int, error) {
 	return c.Processes()
 }
 
-// Pause freezes a container; Resume thaws it.
+// Pause freezes a container.
 func (o *OCI) Pause(id string) error {
 	c, err := o.Load(id)
 	if err != nil {
@@ -458,6 +458,7 @@ func (o *OCI) Pause(id string) error {
 	return c.Pause()
 }
 
+// Resume thaws a paused container.
 func (o *OCI) Resume(id string) error {
 	c, err := o.Load(id)
 	if err != nil {
@@ -521,7 +522,7 @@ func (o *OCI) Update(id string, r *specs.LinuxResources) error {
 	return c.Set(cfg)
 }
 
-// ExecOptions are the flags of exec.
+// OCIExecOptions are the flags of exec in its OCI form.
 type OCIExecOptions struct {
 	Process       *specs.Process
 	Detach        bool
@@ -586,6 +587,15 @@ func (o *OCI) Exec(id string, opts OCIExecOptions) (int, error) {
 	return r.run(p, true)
 }
 
+// inherited reports whether fd was inherited by warden rather than opened
+// by it: Go opens every descriptor close-on-exec (the runtime's own too,
+// such as the cgroup cpu files it watches from before main), and an
+// inherited descriptor cannot be.
+func inherited(fd int) bool {
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	return err == nil && flags&unix.FD_CLOEXEC == 0
+}
+
 // processRun starts one process in a container (its init or an exec) the
 // way runc does: stdio inherited when detached, a terminal through the
 // console socket, signals forwarded while attached.
@@ -616,8 +626,8 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 	p.LogLevel = strconv.Itoa(int(logrus.GetLevel()))
 	for i := 0; i < r.preserveFDs; i++ {
 		fd := 3 + i
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
-			return -1, fmt.Errorf("--preserve-fds: fd %d is not open", fd)
+		if !inherited(fd) {
+			return -1, fmt.Errorf("--preserve-fds %d: fd %d was not open when warden started; pass it open, or lower the count", r.preserveFDs, fd)
 		}
 		p.ExtraFiles = append(p.ExtraFiles, os.NewFile(uintptr(fd), "preserved-fd-"+strconv.Itoa(fd)))
 	}

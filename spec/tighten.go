@@ -312,6 +312,9 @@ func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.
 	if err != nil {
 		return fmt.Errorf("%w: mounts: %s: source %s: %v", ErrInvalid, m.Destination, m.Source, err)
 	}
+	// Mount what was checked: a symlink swapped after this check cannot
+	// redirect the mount.
+	m.Source = src
 	// Read-only and denied rules strictly below the source are applied
 	// inside the container at the matching place.
 	for _, r := range rules {
@@ -447,13 +450,21 @@ func (t *tightener) devices() error {
 	if t.s.Linux.Resources == nil {
 		t.s.Linux.Resources = &specs.LinuxResources{}
 	}
+	// The device cgroup: everything denied, then the standard devices
+	// (a privileged config asks for "all" instead, which goes).
 	rules := []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}
 	for _, r := range t.s.Linux.Resources.Devices {
-		if r.Allow && isStandardDevice(r.Type, r.Major, r.Minor) {
-			rules = append(rules, r)
-		} else if r.Allow {
+		if r.Allow && !isStandardDevice(r.Type, r.Major, r.Minor) {
 			t.changef("devices: cgroup grant %s %s dropped", r.Type, deviceNumber(r))
 		}
+	}
+	for _, d := range standardDevices {
+		major, minor := d[0], d[1]
+		r := specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Access: "rwm"}
+		if minor != -1 {
+			r.Minor = &minor
+		}
+		rules = append(rules, r)
 	}
 	t.s.Linux.Resources.Devices = rules
 	return nil

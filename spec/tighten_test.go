@@ -208,9 +208,12 @@ func TestTightenDevicesAndResources(t *testing.T) {
 		t.Errorf("devices %v, want /dev/null only", s.Linux.Devices)
 	}
 	for _, r := range s.Linux.Resources.Devices {
-		if r.Allow {
+		if r.Allow && !isStandardDevice(r.Type, r.Major, r.Minor) {
 			t.Errorf("device cgroup grant survived: %+v", r)
 		}
+	}
+	if len(s.Linux.Resources.Devices) != 1+len(standardDevices) || s.Linux.Resources.Devices[0].Allow {
+		t.Errorf("device rules %+v: want deny-all then the standard devices", s.Linux.Resources.Devices)
 	}
 	r := s.Linux.Resources
 	if *r.Memory.Limit != 64<<20 || *r.Memory.Swap != 64<<20 {
