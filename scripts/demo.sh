@@ -11,8 +11,11 @@ work=$(mktemp -d /tmp/warden-demo.XXXXXX)
 chmod 755 "$work"
 state="$work/runc-state"
 id="warden-demo-$$"
+root="$work/warden-root"
 cleanup() {
 	"$RUNC" --root "$state" delete --force "$id" >/dev/null 2>&1 || true
+	"$WARDEN" --root "$root" session rm --force demo >/dev/null 2>&1 || true
+	pkill -f -- "--root $root daemon" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -44,3 +47,31 @@ echo "== runc run (the sandbox)"
 "$RUNC" --root "$state" run --bundle "$work/bundle" "$id" </dev/null
 echo
 echo "== on the host: $(ls -ln "$work/ws/out.txt" | awk '{print "out.txt owned by uid " $3 " (the workspace owner)"}')"
+
+# warden's main job: a session, one warm sandbox per conversation, and a
+# command per tool call through `warden exec` (the daemon starts on demand).
+w() { "$WARDEN" --root "$root" "$@"; }
+echo
+echo "== warden session create --id demo --policy policies/web-fetch.toml --workspace $work/ws"
+w session create --id demo --policy policies/web-fetch.toml --workspace "$work/ws"
+echo "== warden exec --session demo -- jq -n '{answer: (6*7)}'"
+w exec --session demo -- jq -cn '{answer: (6*7)}'
+echo "== warden exec --session demo -- sh -c 'read -r l <notes.txt; ...; echo from-the-session >>out.txt'"
+w exec --session demo -- sh -c 'read -r l <notes.txt; echo "read: $l"; echo from-the-session >>out.txt'
+echo "== warden exec --session demo -- python3 -c 1   (not in exec.allow)"
+w exec --session demo -- python3 -c 1 || echo "exit status $?"
+echo "== warden exec --session demo -- sh -c '/lib64/ld-linux-x86-64.so.2 /usr/bin/python3 -c 1'   (nor through the loader)"
+w exec --session demo -- sh -c '/lib64/ld-linux-x86-64.so.2 /usr/bin/python3 -c 1' 2>&1 || echo "exit status $?"
+echo "== warden exec --session demo --timeout 1s -- sh -c 'while :; do :; done'"
+w exec --session demo --timeout 1s -- sh -c 'while :; do :; done' || echo "exit status $?"
+echo "== 200 x warden exec --session demo -- sh -c true"
+start=$(date +%s%N)
+for _ in $(seq 200); do w exec --session demo -- sh -c true; done
+echo "   $(( ($(date +%s%N) - start) / 200000 )) us per exec, CLI to exit status"
+echo "== warden session ls"
+w session ls
+echo "== warden logs --session demo (last 3)"
+w logs --session demo | tail -n 3
+echo "== warden session rm demo"
+w session rm demo
+echo "== on the host: the workspace survives: $(tr '\n' ' ' <"$work/ws/out.txt")"
