@@ -217,7 +217,10 @@ func (h HostPattern) String() string {
 
 // intersectPatterns returns the pattern matching exactly what both match,
 // if anything. Names and wildcards are nested or disjoint, and so are CIDR
-// ranges, so one pattern always suffices.
+// ranges, so one pattern always suffices. A narrower address pattern that
+// would open special addresses the wider one does not open (see Opens) is
+// dropped instead: 0.0.0.0/0 ∩ 127.0.0.1 is nothing, since 0.0.0.0/0 alone
+// never reaches loopback.
 func intersectPatterns(a, b HostPattern) (HostPattern, bool) {
 	port := a.port
 	switch {
@@ -242,14 +245,35 @@ func intersectPatterns(a, b HostPattern) (HostPattern, bool) {
 			return HostPattern{}, false
 		}
 		r = a
+		w := b
 		if b.prefix.Bits() > a.prefix.Bits() {
-			r = b
+			r, w = b, a
+		}
+		if !opensAsMuch(w.prefix, r.prefix) {
+			return HostPattern{}, false
 		}
 	default:
 		return HostPattern{}, false
 	}
 	r.port = port
 	return r, true
+}
+
+// opensAsMuch reports whether the wide range w opens every special address
+// the narrower range r inside it opens. A special address r opens lies in
+// a special range holding all of r, at most as specific as r; w opens it
+// only if w is at least as specific as that range. A single address in a
+// special range may be the host's own, which only an exact naming opens,
+// so it survives only against the same single address.
+func opensAsMuch(w, r netip.Prefix) bool {
+	if w == r {
+		return true
+	}
+	c, ok := classifyPrefix(r)
+	if !ok || c.Never {
+		return true
+	}
+	return !r.IsSingleIP() && w.Bits() >= c.Prefix.Bits()
 }
 
 // narrowerName reports whether every name a matches is matched by b.

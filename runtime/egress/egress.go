@@ -73,7 +73,7 @@ type Record struct {
 // Proxy serves one session.
 type Proxy struct {
 	cfg   Config
-	own   hostAddrs
+	route func(netip.Addr) (routeKind, error) // routeOf; tests inject failures
 	ctx   context.Context
 	stop  context.CancelFunc
 	slots chan struct{}
@@ -108,7 +108,7 @@ func New(cfg Config) *Proxy {
 		cfg.Resolver = net.DefaultResolver
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Proxy{cfg: cfg, ctx: ctx, stop: stop, slots: make(chan struct{}, cfg.MaxConns), conns: map[net.Conn]struct{}{}}
+	return &Proxy{cfg: cfg, ctx: ctx, stop: stop, route: routeOf, slots: make(chan struct{}, cfg.MaxConns), conns: map[net.Conn]struct{}{}}
 }
 
 // Serve accepts connections on ln until ln or the proxy is closed.
@@ -361,27 +361,54 @@ func (p *Proxy) check(ctx context.Context, host string, port int) (*target, erro
 }
 
 // refuseAddr says why a resolved address may not be dialed, or "" and the
-// address rule that opens it if it is special. A special address is opened
-// only by an address rule at least as specific as its range (so 0.0.0.0/0
-// does not open loopback, 127.0.0.1 does); the host's own addresses only by
-// a rule naming exactly that address.
+// address rule that opens it if it needs one. The host's own addresses
+// (whatever range they are in) are opened only by a rule naming exactly
+// that address; other special addresses by an address rule at least as
+// specific as their range (so 0.0.0.0/0 does not open loopback, 10.0.0.0/8
+// opens 10.1.2.3 but not the host's own 10.0.0.5); see policies
+// HostPattern.Opens. A NAT64 or 6to4 address is judged by the IPv4 address
+// it embeds, and its routing by both.
 func (p *Proxy) refuseAddr(a netip.Addr, port int) (why, opener string) {
-	class, special := classify(a)
-	if !special && p.own.contains(a) {
-		class, special = addrClass{prefix: netip.PrefixFrom(a, a.BitLen()), name: "this host's own address"}, true
+	kind, err := p.routeKind(a)
+	if err != nil {
+		return fmt.Sprintf("%s (cannot tell whether it is this host's own address: %v)", a, err), ""
 	}
-	if !special {
+	if kind == routeBroadcast {
+		return fmt.Sprintf("%s (broadcast, never allowed)", a), ""
+	}
+	own := kind == routeOwn
+	class, special := policies.Classify(a)
+	if !special && !own {
 		return "", ""
 	}
-	if class.never {
-		return fmt.Sprintf("%s (%s, never allowed)", a, class.name), ""
+	if special && class.Never {
+		return fmt.Sprintf("%s (%s, never allowed)", a, class.Name), ""
 	}
 	for _, r := range p.cfg.Allow {
-		if pre, ok := r.Prefix(); ok && pre.Bits() >= class.prefix.Bits() && r.Match(a.String(), port) {
+		if r.Opens(a, port, own) {
 			return "", r.String()
 		}
 	}
-	return fmt.Sprintf("%s (%s)", a, class.name), ""
+	if own && !special {
+		return fmt.Sprintf("%s (this host's own address)", a), ""
+	}
+	return fmt.Sprintf("%s (%s)", a, class.Name), ""
+}
+
+// routeKind asks the routing table about a and, for a NAT64 or 6to4
+// address, about the IPv4 address it leads to.
+func (p *Proxy) routeKind(a netip.Addr) (routeKind, error) {
+	kind, err := p.route(a)
+	if err != nil || kind == routeOwn {
+		return kind, err
+	}
+	if e, ok := policies.Embedded(a); ok {
+		k, err := p.route(e)
+		if err != nil || k != routeElsewhere {
+			return k, err
+		}
+	}
+	return kind, nil
 }
 
 // rules lists the rule set for a message, shortened when long.

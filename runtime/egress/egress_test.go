@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -183,7 +184,8 @@ func TestAddressChecks(t *testing.T) {
 	}{
 		{[]string{"api.test:" + port}, "http://api.test:" + port + "/", 403, "resolves to 127.0.0.1 (loopback), which only a network.allow rule naming the address opens"},
 		{[]string{"api.test:" + port, "127.0.0.1:" + port}, "http://api.test:" + port + "/", 200, "hello"},
-		{[]string{"api.test:" + port, "127.0.0.0/8:*"}, "http://api.test:" + port + "/", 200, "hello"},
+		// 127.0.0.1 is this host's: a range does not open it, however narrow.
+		{[]string{"api.test:" + port, "127.0.0.0/8:*"}, "http://api.test:" + port + "/", 403, "127.0.0.1 (loopback)"},
 		{[]string{"api.test:" + port, "0.0.0.0/0:*"}, "http://api.test:" + port + "/", 403, "(loopback)"},
 		{[]string{"0.0.0.0/0:*"}, "http://127.0.0.1:" + port + "/", 403, "(loopback)"},
 		{[]string{"api.test:" + port, "127.0.0.1:1"}, "http://api.test:" + port + "/", 403, "(loopback)"},
@@ -207,52 +209,158 @@ func TestAddressChecks(t *testing.T) {
 	}
 }
 
-func TestHostOwnAddress(t *testing.T) {
-	own := netip.MustParseAddr("8.8.4.4")
-	for _, tc := range []struct {
-		rules []string
-		code  int
+// hostAddress returns an address of one of this machine's non-loopback
+// interfaces and that interface's network.
+func hostAddress(t *testing.T) (netip.Addr, netip.Prefix) {
+	ifas, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ifa := range ifas {
+		if n, ok := ifa.(*net.IPNet); ok {
+			a, _ := netip.AddrFromSlice(n.IP)
+			a = a.Unmap()
+			bits, _ := n.Mask.Size()
+			if a.IsGlobalUnicast() || a.IsPrivate() {
+				return a, netip.PrefixFrom(a, bits).Masked()
+			}
+		}
+	}
+	t.Fatalf("this machine has no non-loopback address to test with: %v", ifas)
+	return netip.Addr{}, netip.Prefix{}
+}
+
+// The host's own addresses (kubelet, dockerd, the daemon's neighbours on
+// localhost) are opened only by a rule naming exactly that address: not by
+// a range covering them, whatever special range they are in.
+func TestHostOwnAddressNeedsExactRule(t *testing.T) {
+	ifAddr, ifNet := hostAddress(t)
+	for _, own := range []struct {
+		addr   netip.Addr
+		ranges []string // each covers addr
 	}{
-		{[]string{"pub.test:80"}, 403},
-		{[]string{"pub.test:80", "8.8.0.0/16:80"}, 403},
-		{[]string{"pub.test:80", "8.8.4.4:80"}, 0}, // allowed; whatever answers there
+		{ifAddr, []string{hostPattern(ifNet, "*"), hostPattern(netip.PrefixFrom(ifAddr, 8).Masked(), "*"), hostPattern(netip.PrefixFrom(ifAddr, 0).Masked(), "*")}},
+		{netip.MustParseAddr("127.0.0.2"), []string{"127.0.0.0/8:*", "127.0.0.0/24:*"}},
 	} {
-		h := newHarness(t, tc.rules, func(c *Config) {
-			c.Hosts["pub.test"] = []netip.Addr{own}
-			c.DialTimeout = 200 * time.Millisecond
-		})
-		h.p.own.listing = func() ([]net.Addr, error) {
-			return []net.Addr{&net.IPNet{IP: net.ParseIP("8.8.4.4"), Mask: net.CIDRMask(32, 32)}}, nil
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(own.addr, 0).String())
+		if err != nil {
+			t.Fatal(err)
 		}
-		code, body := get(t, h.client(), "http://pub.test/")
-		if allowed := h.waitRecords(1)[0].Allowed; allowed != (tc.code == 0) || tc.code != 0 && code != tc.code {
-			t.Errorf("rules %v: %d %q (allowed %v); want %d", tc.rules, code, body, allowed, tc.code)
+		srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(hello)}}
+		srv.Start()
+		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+		literal := "http://" + net.JoinHostPort(own.addr.String(), port) + "/"
+		type tc struct {
+			rules []string
+			url   string
+			code  int
 		}
-		if tc.code == 403 && !strings.Contains(body, "this host's own address") {
-			t.Errorf("rules %v: reason %q does not name the host's own address", tc.rules, body)
+		var cases []tc
+		for _, r := range own.ranges {
+			cases = append(cases,
+				tc{[]string{r}, literal, 403},
+				tc{[]string{"own.test:" + port, r}, "http://own.test:" + port + "/", 403})
+		}
+		exact := hostPattern(netip.PrefixFrom(own.addr, own.addr.BitLen()), port)
+		cases = append(cases,
+			tc{[]string{exact}, literal, 200},
+			tc{[]string{"own.test:" + port, exact}, "http://own.test:" + port + "/", 200})
+		for _, c := range cases {
+			h := newHarness(t, c.rules, func(cfg *Config) { cfg.Hosts["own.test"] = []netip.Addr{own.addr} })
+			code, body := get(t, h.client(), c.url)
+			if code != c.code || c.code == 403 && !strings.Contains(body, own.addr.String()+" (") || c.code == 200 && !strings.HasPrefix(body, "hello GET /") {
+				t.Errorf("rules %v, GET %s: %d %q; want %d", c.rules, c.url, code, body, c.code)
+			}
+		}
+		srv.Close()
+	}
+}
+
+func hostPattern(p netip.Prefix, port string) string {
+	h := p.String()
+	if p.IsSingleIP() {
+		h = p.Addr().String()
+	}
+	if p.Addr().Is6() {
+		h = "[" + h + "]"
+	}
+	return h + ":" + port
+}
+
+// When the routing table cannot be asked (EMFILE under a flood, say), an
+// address is refused, not taken for someone else's.
+func TestHostOwnAddressFailsClosed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(hello))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	ip := netip.MustParseAddr("192.0.2.77") // a peer address outside this test's control
+	h := newHarness(t, []string{"pub.test:" + port, "192.0.2.0/24:*"}, func(c *Config) {
+		c.Hosts["pub.test"] = []netip.Addr{ip}
+	})
+	if why, opener := h.p.refuseAddr(ip, 80); why != "" || opener != "192.0.2.0/24:*" {
+		t.Fatalf("with routing: %q %q; want opened by 192.0.2.0/24:*", why, opener)
+	}
+	h.p.route = func(netip.Addr) (routeKind, error) { return 0, syscall.EMFILE }
+	for _, a := range []string{"192.0.2.77", "8.8.4.4", "64:ff9b::808:808"} {
+		why, _ := h.p.refuseAddr(netip.MustParseAddr(a), 80)
+		if !strings.Contains(why, "cannot tell whether it is this host's own address: too many open files") {
+			t.Errorf("%s with routing failing: %q", a, why)
+		}
+	}
+	code, body := get(t, h.client(), "http://pub.test:"+port+"/")
+	if code != 403 || !strings.Contains(body, "cannot tell") {
+		t.Errorf("GET with routing failing: %d %q", code, body)
+	}
+}
+
+// Routing, not the interface list, decides what is the host's: all of
+// 127.0.0.0/8 is, broadcast addresses are never dialed, and others are not.
+func TestRouteKinds(t *testing.T) {
+	ifAddr, ifNet := hostAddress(t)
+	want := map[string]routeKind{
+		ifAddr.String(): routeOwn, "127.0.0.1": routeOwn, "127.3.4.5": routeOwn, "::1": routeOwn,
+		"8.8.8.8": routeElsewhere,
+	}
+	if ifAddr.Is4() && ifNet.Bits() < 31 {
+		b := ifNet.Addr().As4()
+		for i := ifNet.Bits(); i < 32; i++ {
+			b[i/8] |= 0x80 >> (i % 8)
+		}
+		want[netip.AddrFrom4(b).String()] = routeBroadcast
+	}
+	for a, k := range want {
+		got, err := routeOf(netip.MustParseAddr(a))
+		if err != nil || got != k {
+			t.Errorf("routeOf(%s) = %v, %v; want %v", a, got, err, k)
 		}
 	}
 }
 
-func TestClassify(t *testing.T) {
+// A NAT64 or 6to4 address is judged by the IPv4 address it embeds: only an
+// IPv4 rule that opens that address opens it, never an IPv6 range.
+func TestEmbeddedIPv4NeedsIPv4Rule(t *testing.T) {
 	for _, tc := range []struct {
-		addr, class string
+		rules []string
+		addr  string
+		open  bool
 	}{
-		{"127.0.0.1", "loopback"}, {"127.255.0.9", "loopback"}, {"::1", "loopback"},
-		{"::ffff:127.0.0.1", "loopback"}, {"64:ff9b::7f00:1", "loopback"}, {"2002:7f00:1::1", "loopback"},
-		{"10.0.0.1", "private"}, {"172.31.255.255", "private"}, {"192.168.1.1", "private"}, {"fd12::1", "private"},
-		{"169.254.169.254", "link-local"}, {"fe80::1", "link-local"}, {"100.100.1.1", "shared (CGNAT)"},
-		{"0.0.0.0", "unspecified"}, {"::", "unspecified"}, {"224.0.0.1", "multicast"}, {"ff02::1", "multicast"},
-		{"255.255.255.255", "reserved or broadcast"}, {"::127.0.0.1", "reserved"}, {"192.0.2.1", "special-purpose"},
-		{"8.8.8.8", ""}, {"172.32.0.1", ""}, {"2606:4700::1", ""}, {"64:ff9b::808:808", ""},
+		{[]string{"[64:ff9b::/96]:443"}, "64:ff9b::7f00:1", false},
+		{[]string{"[64:ff9b::/96]:443"}, "64:ff9b::a9fe:a9fe", false},
+		{[]string{"[64:ff9b::/96]:443"}, "64:ff9b::a00:5", false},
+		{[]string{"[2002::/16]:443"}, "2002:a9fe:a9fe::1", false},
+		{[]string{"[64:ff9b::a00:5]:443"}, "64:ff9b::a00:5", false},
+		{[]string{"[64:ff9b::/96]:443", "10.0.0.0/8:443"}, "64:ff9b::a00:5", true},
+		{[]string{"[64:ff9b::/96]:443", "10.0.0.0/8:80"}, "64:ff9b::a00:5", false},
+		{[]string{"[64:ff9b::/96]:443", "0.0.0.0/0:443"}, "64:ff9b::a00:5", false},
+		{[]string{"[64:ff9b::/96]:443", "169.254.169.254:443"}, "64:ff9b::a9fe:a9fe", true},
+		{[]string{"[64:ff9b::/96]:443", "127.0.0.0/8:443"}, "64:ff9b::7f00:1", false}, // the host's own
+		{[]string{"[64:ff9b::/96]:443", "127.0.0.1:443"}, "64:ff9b::7f00:1", true},
+		{[]string{"[64:ff9b::/96]:443"}, "64:ff9b::808:808", true},
 	} {
-		c, ok := classify(netip.MustParseAddr(tc.addr))
-		got := ""
-		if ok {
-			got = c.name
-		}
-		if got != tc.class && !(tc.class == "reserved" && got == "reserved or broadcast") {
-			t.Errorf("classify(%s) = %q, want %q", tc.addr, got, tc.class)
+		h := newHarness(t, tc.rules, nil)
+		why, _ := h.p.refuseAddr(netip.MustParseAddr(tc.addr), 443)
+		if (why == "") != tc.open {
+			t.Errorf("rules %v: %s refused for %q; want open %v", tc.rules, tc.addr, why, tc.open)
 		}
 	}
 }
