@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/warden-sandbox/warden/policies"
 )
@@ -22,12 +23,51 @@ const (
 	DefaultIdleTimeout      = 5 * time.Minute
 	DefaultDialTimeout      = 10 * time.Second
 	DefaultHandshakeTimeout = 30 * time.Second
-	// AuditRate and AuditBurst bound the audit records one proxy writes:
-	// a sandbox hammering the proxy must not fill the host's disk. Records
-	// over the rate are counted and reported in one summary record.
-	AuditRate  = 100 // per second
-	AuditBurst = 1000
+	// AuditRate and AuditBurst bound the audit records one proxy writes,
+	// and AuditBytesRate and AuditBytesBurst their size: a sandbox
+	// hammering the proxy must not fill the host's disk. Records over
+	// either rate are counted and reported in one summary record.
+	AuditRate       = 100 // records per second
+	AuditBurst      = 200
+	AuditBytesRate  = 64 << 10 // bytes per second
+	AuditBytesBurst = 256 << 10
+	// MaxAuditHost and MaxReason bound what a record or an error answer
+	// repeats of what the sandbox sent: a name is at most 253 bytes, and a
+	// reason quotes a name or a request line.
+	MaxAuditHost = 253
+	MaxReason    = 512
+	// recordOverhead is what a record costs in the log besides its texts:
+	// the event, session, policy, hash, numbers and JSON keys.
+	recordOverhead = 320
 )
+
+// clip shortens s to at most n bytes (on a character boundary) and says
+// how much it left out.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("…+%d bytes", len(s)-cut)
+}
+
+// clipRecord bounds the texts of a record.
+func clipRecord(r Record) Record {
+	r.Host = clip(r.Host, MaxAuditHost)
+	r.Reason = clip(r.Reason, MaxReason)
+	r.Rule = clip(r.Rule, MaxReason)
+	r.Addr = clip(r.Addr, 64)
+	r.Proto = clip(r.Proto, 16)
+	return r
+}
+
+// recordSize estimates what a record takes in the audit log.
+func recordSize(r Record) float64 {
+	return float64(recordOverhead + len(r.Host) + len(r.Reason) + len(r.Rule) + len(r.Addr) + len(r.Proto))
+}
 
 // Config is one session's egress policy.
 type Config struct {
@@ -85,7 +125,8 @@ type Proxy struct {
 	wg     sync.WaitGroup
 
 	auditMu    sync.Mutex
-	tokens     float64
+	tokens     float64 // records
+	bytes      float64
 	refilled   time.Time
 	suppressed int
 }
@@ -195,26 +236,36 @@ func (p *Proxy) untrack(c net.Conn) {
 	c.Close()
 }
 
-// audit reports a decision, within AuditRate; the records over it are
-// summed up in the next one that passes, or when the proxy closes.
+// audit reports a decision, within AuditRate and AuditBytesRate; the
+// records over them are summed up in the next one that passes, or when the
+// proxy closes.
 func (p *Proxy) audit(r Record) {
 	if p.cfg.Audit == nil {
 		return
 	}
+	r = clipRecord(r)
+	size := recordSize(r)
 	p.auditMu.Lock()
 	defer p.auditMu.Unlock()
 	now := time.Now()
 	if p.refilled.IsZero() {
-		p.tokens = AuditBurst
+		p.tokens, p.bytes = AuditBurst, AuditBytesBurst
 	} else {
-		p.tokens = min(AuditBurst, p.tokens+now.Sub(p.refilled).Seconds()*AuditRate)
+		dt := now.Sub(p.refilled).Seconds()
+		p.tokens = min(AuditBurst, p.tokens+dt*AuditRate)
+		p.bytes = min(AuditBytesBurst, p.bytes+dt*AuditBytesRate)
 	}
 	p.refilled = now
-	if p.tokens < 1 {
+	// The summary that goes first is paid for too.
+	if p.suppressed > 0 {
+		size += recordOverhead + 100
+	}
+	if p.tokens < 1 || p.bytes < size {
 		p.suppressed++
 		return
 	}
 	p.tokens--
+	p.bytes -= size
 	p.flushSuppressed()
 	p.cfg.Audit(r)
 }
@@ -222,7 +273,7 @@ func (p *Proxy) audit(r Record) {
 // flushSuppressed writes the summary of records over the rate; auditMu held.
 func (p *Proxy) flushSuppressed() {
 	if p.suppressed > 0 {
-		p.cfg.Audit(Record{Suppressed: p.suppressed, Reason: fmt.Sprintf("%d more egress decisions were not logged: over %d records per second", p.suppressed, AuditRate)})
+		p.cfg.Audit(Record{Suppressed: p.suppressed, Reason: fmt.Sprintf("%d more egress decisions were not logged: over %d records or %d KiB per second", p.suppressed, AuditRate, AuditBytesRate>>10)})
 		p.suppressed = 0
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/warden-sandbox/warden/policies"
 )
@@ -921,5 +923,80 @@ func TestStaleUpstream(t *testing.T) {
 		if !r.Allowed || r.Reason != "" {
 			t.Errorf("record %+v", r)
 		}
+	}
+}
+
+// What a record or an error answer repeats of what the sandbox sent is
+// bounded: a 60 KiB name or request line makes a record of a few hundred
+// bytes, not one as large as the request head.
+func TestAuditRecordSizeBounded(t *testing.T) {
+	h := newHarness(t, []string{"api.test:443"}, nil)
+	long := strings.Repeat("a", 60<<10)
+	for name, in := range map[string]string{
+		"connect-host": "CONNECT " + long + ".test:443 HTTP/1.1\r\n\r\n",
+		"http-host":    "GET http://" + long + ".test/ HTTP/1.1\r\n\r\n",
+		"bad-line":     "GET " + long + "\r\n\r\n",
+		"bad-connect":  "CONNECT " + long + " HTTP/1.1\r\n\r\n",
+		"utf8-host":    "CONNECT " + strings.Repeat("é", 30<<10) + ":443 HTTP/1.1\r\n\r\n",
+	} {
+		before := len(h.records())
+		answer := rawExchange(t, h.addr, in)
+		rec := h.waitRecords(before + 1)[before]
+		b, _ := json.Marshal(rec)
+		if len(b) > 1500 || len(rec.Host) > MaxAuditHost+len("…+99999 bytes") || !utf8.ValidString(rec.Host) || !utf8.ValidString(rec.Reason) {
+			t.Errorf("%s: record of %d bytes: %.300s", name, len(b), b)
+		}
+		if !strings.Contains(string(b), "bytes") || !strings.Contains(rec.Host+rec.Reason, "…+") {
+			t.Errorf("%s: the record does not say it was shortened: %.300s", name, b)
+		}
+		if len(answer) > 1024 || !strings.HasPrefix(answer, "HTTP/1.1 4") {
+			t.Errorf("%s: answer of %d bytes: %.200q", name, len(answer), answer)
+		}
+	}
+	// Short texts pass whole.
+	before := len(h.records())
+	rawExchange(t, h.addr, "CONNECT evil.test:443 HTTP/1.1\r\n\r\n")
+	if rec := h.waitRecords(before + 1)[before]; rec.Host != "evil.test" || strings.Contains(rec.Reason, "…") {
+		t.Errorf("short record changed: %+v", rec)
+	}
+}
+
+// A sandbox sending denied requests with long names as fast as it can
+// writes at most the byte budget to the audit log, and every decision is
+// still accounted for in the summary.
+func TestAuditBytesRateLimit(t *testing.T) {
+	h := newHarness(t, []string{"api.test:443"}, nil)
+	in := "CONNECT " + strings.Repeat("a", 60<<10) + ".test:443 HTTP/1.1\r\n\r\n"
+	start := time.Now()
+	n := 0
+	for time.Since(start) < time.Second {
+		c, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, in)
+		io.Copy(io.Discard, c)
+		c.Close()
+		n++
+	}
+	h.p.Close()
+	elapsed := time.Since(start).Seconds()
+	var total, logged, suppressed int
+	for _, r := range h.records() {
+		b, _ := json.Marshal(r)
+		total += len(b)
+		if r.Suppressed > 0 {
+			suppressed += r.Suppressed
+		} else {
+			logged++
+		}
+	}
+	budget := AuditBytesBurst + int(elapsed*AuditBytesRate) + 2048
+	t.Logf("%d requests in %.1fs: %d records, %d bytes of audit (budget %d), %d suppressed", n, elapsed, logged, total, budget, suppressed)
+	if total > budget {
+		t.Errorf("%d bytes of audit in %.1fs, over the budget of %d", total, elapsed, budget)
+	}
+	if logged+suppressed != n {
+		t.Errorf("%d logged + %d suppressed != %d decisions", logged, suppressed, n)
 	}
 }

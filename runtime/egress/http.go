@@ -18,7 +18,7 @@ import (
 // writeHTTPError answers with a status and a one-line reason, and asks the
 // client to close.
 func writeHTTPError(w io.Writer, code int, status, reason string) {
-	body := "warden egress: " + reason + "\n"
+	body := "warden egress: " + clip(reason, MaxReason) + "\n"
 	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nX-Warden-Egress: denied\r\n\r\n%s",
 		code, status, len(body), body)
 }
