@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/warden-sandbox/warden/policies"
+	"golang.org/x/sys/unix"
 )
 
 // Defaults for a session's proxy.
@@ -162,9 +164,18 @@ func (p *Proxy) Serve(ln net.Listener) error {
 	}
 	p.lns = append(p.lns, ln)
 	p.mu.Unlock()
+	shortenBacklog(ln, p.cfg.MaxConns)
 	for {
+		// A slot first, then Accept: connections over the limit wait in
+		// the listener's (short) backlog, holding no descriptor of the
+		// daemon's, and get served in turn.
+		release, ok := p.acquire()
+		if !ok {
+			return nil
+		}
 		c, err := ln.Accept()
 		if err != nil {
+			release()
 			if errors.Is(err, net.ErrClosed) || p.ctx.Err() != nil {
 				return nil
 			}
@@ -177,24 +188,69 @@ func (p *Proxy) Serve(ln net.Listener) error {
 			continue
 		}
 		if !p.track(c) {
+			release()
 			c.Close()
 			return nil
 		}
 		if tc, ok := c.(*net.TCPConn); ok {
-			tuneBuffers(tc)
+			tuneSandboxConn(tc)
 		}
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
+			defer release()
 			defer p.untrack(c)
-			select {
-			case p.slots <- struct{}{}:
-				defer func() { <-p.slots }()
-				p.serve(c)
-			default:
-				p.refuseBusy(c)
-			}
+			p.serve(c)
 		}()
+	}
+}
+
+// GlobalMaxConns bounds the connections open at once through all proxies
+// of this process, so that sandboxes together cannot use up the daemon's
+// file descriptors: each connection holds two (client and upstream).
+var GlobalMaxConns = func() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return 1024
+	}
+	return int(max(256, min(16384, (int64(rl.Cur)-1024)/4)))
+}()
+
+var globalSlots = make(chan struct{}, GlobalMaxConns)
+
+// acquire waits for a free slot of the session's and of the process's;
+// ok is false once the proxy is closed.
+func (p *Proxy) acquire() (release func(), ok bool) {
+	select {
+	case p.slots <- struct{}{}:
+	case <-p.ctx.Done():
+		return nil, false
+	}
+	select {
+	case globalSlots <- struct{}{}:
+	case <-p.ctx.Done():
+		<-p.slots
+		return nil, false
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			<-globalSlots
+			<-p.slots
+		})
+	}, true
+}
+
+// shortenBacklog makes the kernel queue at most n connections that wait
+// for a slot (listen(2) again only changes the backlog): a sandbox cannot
+// park thousands of connections, with what they sent, in the queue.
+func shortenBacklog(ln net.Listener, n int) {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return
+	}
+	if rc, err := sc.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.Listen(int(fd), n) })
 	}
 }
 
@@ -330,19 +386,6 @@ func (h *headLimit) Read(b []byte) (int, error) {
 
 var errHeadTooLarge = fmt.Errorf("head larger than %d bytes", MaxHeaderBytes)
 
-// refuseBusy answers a connection over the limit in its own protocol.
-func (p *Proxy) refuseBusy(c net.Conn) {
-	reason := fmt.Sprintf("policy %q: the sandbox already has %d egress connections open (the limit)", p.cfg.Policy, p.cfg.MaxConns)
-	p.audit(Record{Reason: reason})
-	c.SetDeadline(time.Now().Add(time.Second))
-	var b [1]byte
-	if n, _ := c.Read(b[:]); n == 1 && b[0] == 5 {
-		c.Write([]byte{5, 0xff})
-		return
-	}
-	writeHTTPError(c, 503, "Service Unavailable", reason)
-}
-
 // denial is a request the policy refuses; its text names the rule set.
 type denial struct{ reason string }
 
@@ -383,7 +426,8 @@ func (p *Proxy) check(ctx context.Context, host string, port int) (*target, erro
 	} else {
 		lctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 		defer cancel()
-		addrs, err = p.cfg.Resolver.LookupNetIP(lctx, "ip", host)
+		// Fully qualified: the host's search domains never apply.
+		addrs, err = p.cfg.Resolver.LookupNetIP(lctx, "ip", host+".")
 		if err != nil {
 			return nil, fmt.Errorf("cannot resolve %s: %w", host, err)
 		}
@@ -487,7 +531,7 @@ func (p *Proxy) dial(ctx context.Context, t *target) (*net.TCPConn, netip.AddrPo
 		c, err := d.DialContext(ctx, "tcp", a.String())
 		if err == nil {
 			tc := c.(*net.TCPConn)
-			tuneBuffers(tc)
+			tuneUpstreamConn(tc)
 			if !p.track(tc) {
 				tc.Close()
 				return nil, a, net.ErrClosed
@@ -503,11 +547,30 @@ func hostPort(host string, port int) string {
 	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
-// tuneBuffers gives a proxied connection 4 MiB socket buffers from the
-// start (the kernel's autotuning grows them as far, but only after the
-// transfer has been slow for a while): bulk transfers through the proxy
-// measured ~10% faster.
-func tuneBuffers(c *net.TCPConn) {
-	c.SetReadBuffer(4 << 20)
-	c.SetWriteBuffer(4 << 20)
+// Socket buffers. Data a stalled peer does not take waits in the daemon's
+// kernel memory, so how much may wait is bounded: the sandbox's side is a
+// local hop (fixed 256 KiB buffers, which the kernel doubles, are plenty);
+// upstream, what is not yet sent is held to 128 KiB (TCP_NOTSENT_LOWAT; in
+// flight may be what the peer's window takes) and the receive buffer to
+// 1 MiB (2 MiB with the kernel's overhead: a window for ~80 Mbit/s at a
+// 100 ms round trip). The kernel's autotuning would let a sandbox that
+// stops reading pin up to tcp_rmem's and tcp_wmem's maxima per socket.
+const (
+	sandboxSocketBuffer  = 256 << 10
+	upstreamReadBuffer   = 1 << 20
+	upstreamNotSentLowat = 128 << 10
+)
+
+func tuneSandboxConn(c *net.TCPConn) {
+	c.SetReadBuffer(sandboxSocketBuffer)
+	c.SetWriteBuffer(sandboxSocketBuffer)
+}
+
+func tuneUpstreamConn(c *net.TCPConn) {
+	c.SetReadBuffer(upstreamReadBuffer)
+	if rc, err := c.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, upstreamNotSentLowat)
+		})
+	}
 }

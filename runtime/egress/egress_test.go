@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -651,7 +653,10 @@ func TestKeepAliveAndBodies(t *testing.T) {
 	}
 }
 
-func TestConnectionLimit(t *testing.T) {
+// Connections over the session's limit wait in the kernel's short backlog,
+// holding none of the daemon's descriptors, and are served when a slot
+// frees; a flood of them does not grow the daemon's open files.
+func TestConnectionLimitQueues(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(hello))
 	defer srv.Close()
 	port := portOf(t, srv.URL)
@@ -670,26 +675,108 @@ func TestConnectionLimit(t *testing.T) {
 		}
 		held = append(held, c)
 	}
-	got := rawExchange(t, h.addr, "GET http://127.0.0.1:"+port+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
-	if !strings.Contains(got, "503") || !strings.Contains(got, "2 egress connections open") {
-		t.Errorf("over the limit: %q", got)
+	// The third waits: no answer while both slots are taken.
+	third, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c, rep := socks5Refused(t, h.addr)
-	c.Close()
-	if rep != 0xff {
-		t.Errorf("SOCKS5 over the limit: method reply %#x", rep)
+	defer third.Close()
+	io.WriteString(third, "GET http://127.0.0.1:"+port+"/third HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	third.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := third.Read(make([]byte, 1)); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("over the limit: read %d, %v; want it to wait", n, err)
+	}
+	// A flood over the limit: the daemon's descriptors stay put.
+	fds := openFiles(t)
+	var flood []net.Conn
+	for i := 0; i < 100; i++ {
+		c, err := net.DialTimeout("tcp", h.addr, 20*time.Millisecond)
+		if err == nil {
+			io.WriteString(c, "GET http://127.0.0.1:"+port+"/ HTTP/1.1\r\n\r\n")
+			flood = append(flood, c)
+		}
+	}
+	// The test's own client ends are descriptors of this process too.
+	if grown := openFiles(t) - fds - len(flood); grown > 4 {
+		t.Errorf("%d connections over the limit: the proxy's open files grew by %d", len(flood), grown)
+	}
+	if len(flood) > 3*2+10 {
+		t.Errorf("%d connections queued for a proxy of 2 slots; the backlog is not short", len(flood))
+	}
+	for _, c := range flood {
+		c.Close()
 	}
 	held[0].Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got = rawExchange(t, h.addr, "GET http://127.0.0.1:"+port+"/again HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-		if strings.Contains(got, "hello GET /again") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	third.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, _ := io.ReadAll(third)
+	if !strings.Contains(string(got), "hello GET /third") {
+		t.Errorf("the waiting connection was not served when a slot freed: %q", got)
 	}
-	if !strings.Contains(got, "hello GET /again") {
-		t.Errorf("a slot freed is not reused: %q", got)
+	// SOCKS5 too goes through once a slot is free.
+	held[1].Close()
+	c, rep := socks5Refused(t, h.addr)
+	c.Close()
+	if rep != 0 {
+		t.Errorf("SOCKS5 with a free slot: method reply %#x", rep)
+	}
+}
+
+func openFiles(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// The slots of all proxies together are bounded: a proxy waits for one
+// another proxy frees.
+func TestGlobalConnectionLimit(t *testing.T) {
+	if GlobalMaxConns < 256 || GlobalMaxConns > 16384 {
+		t.Fatalf("GlobalMaxConns = %d", GlobalMaxConns)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(hello))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
+	// Take all global slots but one, as other sessions would.
+	taken := 0
+	defer func() {
+		for ; taken > 0; taken-- {
+			<-globalSlots
+		}
+	}()
+	for len(globalSlots) < cap(globalSlots)-1 {
+		globalSlots <- struct{}{}
+		taken++
+	}
+	time.Sleep(50 * time.Millisecond) // the accept loop holds the last one
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT 127.0.0.1:%s HTTP/1.1\r\n\r\n", port)
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	if !strings.Contains(line, "200") {
+		t.Fatalf("with one global slot left: %q", line)
+	}
+	second, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	io.WriteString(second, "GET http://127.0.0.1:"+port+"/second HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	second.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := second.Read(make([]byte, 1)); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("no global slot left: read %d, %v; want it to wait", n, err)
+	}
+	<-globalSlots
+	taken--
+	second.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, _ := io.ReadAll(second)
+	if !strings.Contains(string(got), "hello GET /second") {
+		t.Errorf("not served when a global slot freed: %q", got)
 	}
 }
 
@@ -998,5 +1085,92 @@ func TestAuditBytesRateLimit(t *testing.T) {
 	}
 	if logged+suppressed != n {
 		t.Errorf("%d logged + %d suppressed != %d decisions", logged, suppressed, n)
+	}
+}
+
+// A server that stops reading stalls a tunnel with a bounded amount of
+// the sandbox's data waiting in the daemon's kernel buffers: not the
+// kernel's autotuned maxima (up to tens of MiB per connection).
+func TestStalledPeerPinsLittle(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	defer func() {
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.(*net.TCPConn).SetReadBuffer(4096)
+			mu.Lock()
+			held = append(held, c) // never reads
+			mu.Unlock()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetWriteBuffer(4096)
+	io.WriteString(c, "CONNECT 127.0.0.1:"+port+" HTTP/1.1\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, _ := bufio.NewReader(io.LimitReader(c, 12)).ReadString(' '); line != "HTTP/1.1 " {
+		t.Fatalf("CONNECT: %q", line)
+	}
+	chunk := make([]byte, 64<<10)
+	var n int
+	for {
+		c.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+		k, err := c.Write(chunk)
+		n += k
+		if err != nil || n > 64<<20 {
+			break
+		}
+	}
+	t.Logf("stalled after %d KiB", n>>10)
+	if n > 3<<20 || n < 64<<10 {
+		t.Errorf("%d KiB taken before the tunnel stalled; want 64 KiB to 3 MiB", n>>10)
+	}
+}
+
+// An operator ceiling of any address intersected with a skill naming the
+// metadata service or loopback opens neither: the ceiling alone does not.
+func TestIntersectionOpensNoSpecialAddress(t *testing.T) {
+	ceiling, err := policies.Parse("ceiling.toml", []byte("name = \"ceiling\"\n[network]\nallow = [\"0.0.0.0/0:*\", \"api.test:*\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	skill, err := policies.Parse("skill.toml", []byte("name = \"skill\"\n[network]\nallow = [\"169.254.169.254:80\", \"127.0.0.1:*\", \"8.8.8.8:80\", \"api.test:80\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff, err := policies.Intersect(skill, ceiling)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(eff.Network.Allow, " "); got != "8.8.8.8:80 api.test:80" {
+		t.Errorf("effective network.allow %q", got)
+	}
+	for _, rules := range [][]string{eff.Network.Allow, ceiling.Network.Allow} {
+		h := newHarness(t, rules, nil)
+		for _, a := range []string{"169.254.169.254", "127.0.0.1"} {
+			if why, opener := h.p.refuseAddr(netip.MustParseAddr(a), 80); why == "" {
+				t.Errorf("rules %v open %s:80 (by %s)", rules, a, opener)
+			}
+		}
 	}
 }

@@ -216,7 +216,9 @@ func (p *Proxy) forward(c *net.TCPConn, br *bufio.Reader, req *http.Request, up 
 // a request without a body fails with errStale and nothing sent to the
 // client, so the caller can try a new connection.
 func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up *upstream, rec *Record, reused bool) (keep bool, err error) {
-	retryable := reused && (req.Body == nil || req.Body == http.NoBody)
+	// Only idempotent methods are sent again (as net/http's Transport
+	// does): a body-less POST may have been acted on.
+	retryable := reused && (req.Body == nil || req.Body == http.NoBody) && idempotent(req.Method)
 	for _, h := range []string{"Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate"} {
 		req.Header.Del(h)
 	}
@@ -375,4 +377,13 @@ var errStale = errors.New("the kept-alive upstream connection was closed")
 
 func idleReason(idle time.Duration) string {
 	return fmt.Sprintf("closed: nothing moved for %s (the idle timeout)", idle)
+}
+
+// idempotent reports whether a request with this method may be sent twice.
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
 }
