@@ -426,8 +426,7 @@ func (p *Proxy) check(ctx context.Context, host string, port int) (*target, erro
 	} else {
 		lctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 		defer cancel()
-		// Fully qualified: the host's search domains never apply.
-		addrs, err = p.cfg.Resolver.LookupNetIP(lctx, "ip", host+".")
+		addrs, err = p.cfg.Resolver.LookupNetIP(lctx, "ip", host)
 		if err != nil {
 			return nil, fmt.Errorf("cannot resolve %s: %w", host, err)
 		}
