@@ -170,7 +170,10 @@ func TightenProcess(p *specs.Process, allowed []string, changef func(string, ...
 		changef("process: noNewPrivileges set")
 	}
 	if p.Capabilities == nil {
-		return
+		// libcontainer leaves a process without a capabilities object
+		// with the runtime's own (all of them): nil means none here.
+		p.Capabilities = &specs.LinuxCapabilities{}
+		changef("process: no capabilities given; every set made empty (not the runtime's own)")
 	}
 	keep := func(set string, caps []string) []string {
 		out := []string{}

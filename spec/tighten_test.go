@@ -301,3 +301,35 @@ func TestTightenSeccomp(t *testing.T) {
 		}
 	}
 }
+
+// A config without process.capabilities would keep the runtime's full
+// set in libcontainer: Tighten (and TightenProcess, for exec) gives it
+// empty sets, while a listed capability the operator allows is kept.
+func TestTightenNilCapabilitiesMeanNone(t *testing.T) {
+	s := engineConfig()
+	s.Process.Capabilities = nil
+	if _, err := Tighten(s, mustPolicy(t, "name = \"t\"\n"), TightenOptions{Capabilities: []string{"CAP_CHOWN"}, SameNamespace: notHost}); err != nil {
+		t.Fatal(err)
+	}
+	checkEmpty := func(what string, c *specs.LinuxCapabilities) {
+		t.Helper()
+		if c == nil {
+			t.Fatalf("%s: capabilities still nil: the process would keep the runtime's own", what)
+		}
+		for set, got := range map[string][]string{"bounding": c.Bounding, "effective": c.Effective, "permitted": c.Permitted, "inheritable": c.Inheritable, "ambient": c.Ambient} {
+			if got == nil || len(got) != 0 {
+				t.Errorf("%s: %s set %#v, want empty (not nil)", what, set, got)
+			}
+		}
+	}
+	checkEmpty("init", s.Process.Capabilities)
+	exec := &specs.Process{Args: []string{"sh"}}
+	TightenProcess(exec, []string{"CAP_CHOWN"}, nil)
+	checkEmpty("exec", exec.Capabilities)
+	// The allowed half: a capability both asked for and allowed stays.
+	asked := &specs.Process{Args: []string{"sh"}, Capabilities: &specs.LinuxCapabilities{Effective: []string{"CAP_CHOWN", "CAP_SYS_ADMIN"}}}
+	TightenProcess(asked, []string{"CAP_CHOWN"}, nil)
+	if !slices.Equal(asked.Capabilities.Effective, []string{"CAP_CHOWN"}) {
+		t.Errorf("effective %v, want [CAP_CHOWN]", asked.Capabilities.Effective)
+	}
+}

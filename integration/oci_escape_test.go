@@ -1,0 +1,60 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Ways a config.json author tried to get more than the operator's policy
+// allows, each with the allowed half (the same container without the
+// trick works) and the forbidden half (the trick fails or is refused).
+
+// escapePolicy writes a policy granting grant for writing.
+func escapePolicy(t *testing.T, grant string, extra string) string {
+	t.Helper()
+	path := filepath.Join(tempDir(t), "p.toml")
+	text := fmt.Sprintf("name = \"p\"\n[fs]\nwrite = [%q]\n%s", grant, extra)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A config without process.capabilities (init and exec) gets none under
+// a policy, not the runtime's full set; the operator's --cap-allow still
+// lets a listed, asked-for capability through.
+func TestOCIPolicyNilCapabilities(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := escapePolicy(t, tempDir(t), "")
+	id := "oci-" + randomHex(4)
+	b := busyboxBundle(t, id, func(s *specs.Spec) {
+		s.Process.Capabilities = nil
+		s.Process.Args = []string{"grep", "Cap[EPB]", "/proc/self/status"}
+	})
+	r := o.warden(t, "--policy", policy, "--cap-allow", "CAP_CHOWN", "run", "--bundle", b, id)
+	if r.Exit != 0 || strings.Count(r.Stdout, "0000000000000000") != 3 {
+		t.Fatalf("no capabilities object under a policy: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	id2 := "oci-" + randomHex(4)
+	if r := o.warden(t, "--policy", policy, "--cap-allow", "CAP_CHOWN", "run", "-d", "--bundle", busyboxBundle(t, id2, nil), id2); r.Exit != 0 {
+		t.Fatalf("run -d: %s", r.Stderr)
+	}
+	dir := tempDir(t)
+	for name, caps := range map[string]*specs.LinuxCapabilities{
+		"none.json":  nil,
+		"chown.json": {Effective: []string{"CAP_CHOWN"}, Permitted: []string{"CAP_CHOWN"}, Bounding: []string{"CAP_CHOWN"}},
+	} {
+		writeJSON(t, filepath.Join(dir, name), &specs.Process{Args: []string{"grep", "CapEff", "/proc/self/status"}, Cwd: "/", Env: []string{"PATH=/bin"}, Capabilities: caps})
+	}
+	if r := o.warden(t, "exec", "--process", filepath.Join(dir, "none.json"), id2); r.Exit != 0 || !strings.Contains(r.Stdout, "CapEff:\t0000000000000000") {
+		t.Fatalf("exec without capabilities: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	if r := o.warden(t, "exec", "--process", filepath.Join(dir, "chown.json"), id2); r.Exit != 0 || !strings.Contains(r.Stdout, "CapEff:\t0000000000000001") {
+		t.Fatalf("exec asking for the allowed CAP_CHOWN: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+}
