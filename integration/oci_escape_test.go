@@ -58,3 +58,54 @@ func TestOCIPolicyNilCapabilities(t *testing.T) {
 		t.Fatalf("exec asking for the allowed CAP_CHOWN: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
 }
+
+// Binds and kernel file systems under a policy: the granted folder is
+// writable; an ungranted host path (the host's /), a second procfs and a
+// trailing "rw" are refused or read-only, and a read-granted folder stays
+// read-only down to the mounts beneath it (rro).
+func TestOCIPolicyMounts(t *testing.T) {
+	o := newOCIEnv(t)
+	grant, readable := tempDir(t), tempDir(t)
+	sub := filepath.Join(readable, "sub")
+	os.Mkdir(sub, 0o755)
+	if r := run(t, nil, "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", sub); r.Exit != 0 {
+		t.Fatalf("mount tmpfs: %s", r.Stderr)
+	}
+	t.Cleanup(func() { run(t, nil, "umount", sub) })
+	policy := escapePolicy(t, grant, fmt.Sprintf("read = [%q]\n", readable))
+	script := "echo w > /work/f && echo granted; echo x > /r/f || echo read-refused; echo x > /r/sub/f || echo submount-refused; cat /r/sub/seen"
+	os.WriteFile(filepath.Join(sub, "seen"), []byte("seen-below\n"), 0o644)
+	id := "oci-" + randomHex(4)
+	b := busyboxBundle(t, id, func(s *specs.Spec) {
+		s.Process.Args = []string{"sh", "-c", script}
+		s.Mounts = append(s.Mounts,
+			specs.Mount{Destination: "/work", Type: "bind", Source: grant, Options: []string{"rbind", "rw"}},
+			specs.Mount{Destination: "/r", Type: "bind", Source: readable, Options: []string{"rbind", "ro", "rw", "rrw"}})
+	})
+	r := o.warden(t, "--policy", policy, "run", "--bundle", b, id)
+	for _, want := range []string{"granted", "read-refused", "submount-refused", "seen-below"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Fatalf("under a policy: %q missing: exit %d, %q %q", want, r.Exit, r.Stdout, r.Stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(sub, "f")); err == nil {
+		t.Fatal("a write below a read-only bind reached the host")
+	}
+	for name, tc := range map[string]struct {
+		m    specs.Mount
+		want string
+	}{
+		"host root":     {specs.Mount{Destination: "/host", Type: "bind", Source: "/", Options: []string{"rbind", "rprivate"}}, "grants no access"},
+		"second procfs": {specs.Mount{Destination: "/mnt", Type: "proc", Source: "proc"}, "only the one at /proc"},
+	} {
+		id := "oci-" + randomHex(4)
+		b := busyboxBundle(t, id, func(s *specs.Spec) {
+			s.Process.Args = []string{"true"}
+			s.Mounts = append(s.Mounts, tc.m)
+		})
+		if r := o.warden(t, "--policy", policy, "run", "--bundle", b, id); r.Exit != 125 || !strings.Contains(r.Stderr, tc.want) {
+			t.Errorf("%s under a policy: exit %d, %q, want 125 and %q", name, r.Exit, r.Stderr, tc.want)
+		}
+		o.warden(t, "delete", "--force", id)
+	}
+}

@@ -43,6 +43,9 @@ type OCI struct {
 	PolicyDir string
 	// CapAllow lists the capabilities a container under a policy may keep.
 	CapAllow []string
+	// BindAllow are host path patterns (filepath.Match) a container under
+	// a policy may bind read-only though its policy does not grant them.
+	BindAllow []string
 }
 
 // AnnotationSelect chooses a container's policy from the operator's policy
@@ -161,7 +164,7 @@ func (o *OCI) choosePolicy(s *specs.Spec) (*policies.Policy, string, error) {
 }
 
 // tighten applies the container's policy to its spec.
-func (o *OCI) tighten(s *specs.Spec) (*policyRecord, error) {
+func (o *OCI) tighten(id string, s *specs.Spec) (*policyRecord, error) {
 	p, file, err := o.choosePolicy(s)
 	if err != nil || p == nil {
 		return nil, err
@@ -170,6 +173,8 @@ func (o *OCI) tighten(s *specs.Spec) (*policyRecord, error) {
 	changes, err := spec.Tighten(s, p, spec.TightenOptions{
 		Vars:         policies.Vars{SkillDir: filepath.Dir(file), Home: home},
 		Capabilities: o.CapAllow,
+		ID:           id,
+		BindAllow:    o.BindAllow,
 	})
 	if err != nil {
 		return nil, err
@@ -218,7 +223,7 @@ func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
 	if !filepath.IsAbs(s.Root.Path) {
 		s.Root.Path = filepath.Join(bundle, s.Root.Path)
 	}
-	rec, err := o.tighten(s)
+	rec, err := o.tighten(opts.ID, s)
 	if err != nil {
 		return -1, err
 	}

@@ -30,6 +30,12 @@ type TightenOptions struct {
 	// runtime's own (the host's) namespaces, or an error when it cannot
 	// tell; nil compares with /proc/self/ns.
 	SameNamespace func(typ specs.LinuxNamespaceType, path string) (bool, error)
+	// ID is the container's id: the files an engine makes for it (docker's
+	// hosts, resolv.conf...) live in a folder of that name.
+	ID string
+	// BindAllow are the operator's patterns (filepath.Match) of host paths
+	// a container may bind read-only though the policy does not grant them.
+	BindAllow []string
 }
 
 // Tighten applies a policy to an incoming OCI config (an engine's
@@ -265,10 +271,13 @@ func (t *tightener) rootfs() error {
 var kernelFS = map[string]bool{"proc": false, "tmpfs": false, "devpts": false, "mqueue": false, "sysfs": true, "cgroup": true, "cgroup2": true}
 
 // mounts: a bind's host source is checked against the policy's fs rules:
-// denied -> refused; write grant -> writable but noexec,nosuid,nodev;
-// anything else -> read-only. Denied and read-only paths beneath a bind
-// are masked or made read-only inside. Other file systems: only the
-// kernel's virtual ones, writable ones noexec,nosuid,nodev.
+// denied or not granted at all -> refused (except the few files the
+// engine itself made for this container); write grant -> writable but
+// noexec,nosuid,nodev down the whole tree; anything else -> read-only down
+// the whole tree. Denied and read-only paths beneath a bind are masked or
+// made read-only inside. Other file systems: only the kernel's virtual
+// ones, procfs only at /proc, writable ones noexec,nosuid,nodev. Options
+// that would undo these (rw, exec, suid, dev, shared...) are removed.
 func (t *tightener) mounts() error {
 	exp, err := expandLenient(t.p, t.o.Vars)
 	if err != nil {
@@ -277,30 +286,44 @@ func (t *tightener) mounts() error {
 	rules := exp.Rules()
 	for i := range t.s.Mounts {
 		m := &t.s.Mounts[i]
+		before := slices.Clone(m.Options)
 		if isBind(*m) {
 			if err := t.bind(m, exp, rules); err != nil {
 				return err
 			}
-			continue
+		} else if err := t.kernelMount(m); err != nil {
+			return err
 		}
-		ro, ok := kernelFS[m.Type]
-		if !ok {
-			return fmt.Errorf("%w: mounts: %s of type %q is not allowed under policy %s; use a bind mount of a folder the policy grants", ErrInvalid, m.Destination, m.Type, t.p.Name)
+		m.Options = removeOptions(m.Options, "shared", "rshared")
+		if !slices.Equal(before, m.Options) {
+			t.changef("mounts: %s options %v -> %v", m.Destination, before, m.Options)
 		}
-		if ro && !slices.Contains(m.Options, "ro") {
-			m.Options = setRO(m.Options)
-			t.changef("mounts: %s (%s) made read-only", m.Destination, m.Type)
+	}
+	return nil
+}
+
+func (t *tightener) kernelMount(m *specs.Mount) error {
+	ro, ok := kernelFS[m.Type]
+	if !ok {
+		return fmt.Errorf("%w: mounts: %s of type %q is not allowed under policy %s; use a bind mount of a folder the policy grants", ErrInvalid, m.Destination, m.Type, t.p.Name)
+	}
+	if m.Type == "proc" && filepath.Clean(m.Destination) != "/proc" {
+		return fmt.Errorf("%w: mounts: a proc file system at %s is not allowed under policy %s: only the one at /proc has its kernel settings masked and read-only; remove the mount", ErrInvalid, m.Destination, t.p.Name)
+	}
+	if ro {
+		m.Options = forceOptions(m.Options, "ro")
+	}
+	switch {
+	case m.Type == "proc":
+		m.Options = forceOptions(m.Options, "nosuid", "nodev", "noexec")
+	case !ro:
+		m.Options = forceOptions(m.Options, "nosuid")
+		// /dev and /dev/pts hold the device nodes a container needs.
+		if m.Type != "devpts" && filepath.Clean(m.Destination) != "/dev" {
+			m.Options = forceOptions(m.Options, "nodev")
 		}
-		if !ro && m.Type != "proc" {
-			m.Options = addOptions(m.Options, "nosuid")
-			// /dev and /dev/pts hold the device nodes a container needs.
-			if m.Type != "devpts" && filepath.Clean(m.Destination) != "/dev" {
-				m.Options = addOptions(m.Options, "nodev")
-			}
-			if m.Type == "tmpfs" && !slices.Contains(m.Options, "noexec") {
-				m.Options = addOptions(m.Options, "noexec")
-				t.changef("mounts: %s (tmpfs) made noexec", m.Destination)
-			}
+		if m.Type == "tmpfs" {
+			m.Options = forceOptions(m.Options, "noexec")
 		}
 	}
 	return nil
@@ -318,6 +341,24 @@ func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.
 	// Mount what was checked: a symlink swapped after this check cannot
 	// redirect the mount.
 	m.Source = src
+	access := exp.AccessAt(src)
+	denied := access == policies.AccessNone && slices.ContainsFunc(exp.FS.Deny, func(d string) bool {
+		_, ok := under(src, d)
+		return ok
+	})
+	if denied {
+		return fmt.Errorf("%w: mounts: %s: the policy %s denies %s; remove the mount", ErrInvalid, m.Destination, t.p.Name, src)
+	}
+	if access == policies.AccessNone && !t.engineFile(src) {
+		return fmt.Errorf("%w: mounts: %s: the policy %s grants no access to %s; grant it in [fs] read or write, or remove the mount", ErrInvalid, m.Destination, t.p.Name, src)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(src, &st); err != nil {
+		return fmt.Errorf("%w: mounts: %s: source %s: %v", ErrInvalid, m.Destination, src, err)
+	}
+	if kind := st.Mode & unix.S_IFMT; (kind == unix.S_IFSOCK || kind == unix.S_IFCHR || kind == unix.S_IFBLK) && access != policies.AccessWrite {
+		return fmt.Errorf("%w: mounts: %s: %s is a socket or device, which read-only does not protect; the policy %s must grant it for writing, or remove the mount", ErrInvalid, m.Destination, src, t.p.Name)
+	}
 	// Read-only and denied rules strictly below the source are applied
 	// inside the container at the matching place.
 	for _, r := range rules {
@@ -338,30 +379,50 @@ func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.
 			}
 		}
 	}
-	access := exp.AccessAt(src)
-	denied := access == policies.AccessNone && slices.ContainsFunc(exp.FS.Deny, func(d string) bool {
-		_, ok := under(src, d)
-		return ok
-	})
-	switch {
-	case denied:
-		return fmt.Errorf("%w: mounts: %s: the policy %s denies %s; remove the mount", ErrInvalid, m.Destination, t.p.Name, src)
-	case access == policies.AccessWrite:
-		if !slices.Contains(m.Options, "ro") {
-			before := len(m.Options)
-			m.Options = addOptions(m.Options, "nosuid", "nodev", "noexec")
-			if len(m.Options) != before {
-				t.changef("mounts: %s (granted for writing) made noexec,nosuid,nodev", m.Destination)
-			}
-		}
-	default:
-		if !slices.Contains(m.Options, "ro") {
-			m.Options = setRO(m.Options)
-			t.changef("mounts: %s made read-only (%s is not granted for writing by policy %s)", m.Destination, src, t.p.Name)
-		}
-		m.Options = addOptions(m.Options, "nosuid", "nodev")
+	// The recursive forms (mount_setattr) cover the mounts beneath an
+	// rbind's source too, which the plain ones leave alone.
+	if access == policies.AccessWrite {
+		m.Options = forceOptions(m.Options, "nosuid", "nodev", "noexec", "rnosuid", "rnodev", "rnoexec")
+	} else {
+		m.Options = forceOptions(m.Options, "ro", "rro", "nosuid", "nodev", "rnosuid", "rnodev")
 	}
 	return nil
+}
+
+// engineFiles are the files and folders an engine makes for one container
+// in a folder named after it: docker's containers/ID/{hosts,hostname,
+// resolv.conf,mounts/shm}, containerd CRI's sandboxes/ID/{...,shm}.
+var engineFiles = []string{"hosts", "hostname", "resolv.conf", "shm", "mounts/shm"}
+
+// engineFile reports whether a bind source is one the engine made for this
+// container (bound read-only even when the policy does not grant it), or
+// one the operator's --bind-allow patterns list.
+func (t *tightener) engineFile(src string) bool {
+	for _, pat := range t.o.BindAllow {
+		if ok, _ := filepath.Match(pat, src); ok {
+			return true
+		}
+	}
+	ids := []string{}
+	if t.o.ID != "" {
+		ids = append(ids, t.o.ID)
+	}
+	// A Kubernetes container's files are its pod sandbox's.
+	if sb := t.s.Annotations["io.kubernetes.cri.sandbox-id"]; sb != "" {
+		ids = append(ids, sb)
+	}
+	for _, id := range ids {
+		if len(id) < 12 || strings.ContainsAny(id, "/.") {
+			continue
+		}
+		for _, f := range engineFiles {
+			dir := strings.TrimSuffix(src, "/"+f)
+			if dir != src && filepath.Base(dir) == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // expandLenient places the policy's fs rules on the host, leaving out
@@ -386,23 +447,26 @@ func expandLenient(p *policies.Policy, v policies.Vars) (*policies.Policy, error
 	return q.Expand(v)
 }
 
-func setRO(opts []string) []string {
-	out := []string{"ro"}
-	for _, o := range opts {
-		if o != "rw" && o != "ro" {
-			out = append(out, o)
-		}
-	}
-	return out
+// opposite lists, for each option Tighten sets, the ones that undo it;
+// libcontainer applies options in order, so a later one would win.
+var opposite = map[string][]string{
+	"ro": {"rw"}, "rro": {"rrw"},
+	"nosuid": {"suid"}, "rnosuid": {"rsuid"},
+	"nodev": {"dev"}, "rnodev": {"rdev"},
+	"noexec": {"exec"}, "rnoexec": {"rexec"},
 }
 
-func addOptions(opts []string, add ...string) []string {
-	for _, a := range add {
-		if !slices.Contains(opts, a) {
-			opts = append(opts, a)
-		}
+// forceOptions removes each option's opposites and puts the option last.
+func forceOptions(opts []string, set ...string) []string {
+	for _, o := range set {
+		opts = removeOptions(opts, append([]string{o}, opposite[o]...)...)
+		opts = append(opts, o)
 	}
 	return opts
+}
+
+func removeOptions(opts []string, drop ...string) []string {
+	return slices.DeleteFunc(slices.Clone(opts), func(o string) bool { return slices.Contains(drop, o) })
 }
 
 // containerMasked are masked and read-only in every container under a

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/warden-sandbox/warden/policies"
@@ -134,7 +136,7 @@ func TestTightenMounts(t *testing.T) {
 	os.Symlink(secret, link)
 	p := mustPolicy(t, "name = \"t\"\n[fs]\nwrite = [\""+work+"\"]\nread = [\""+ro+"\", \""+home+"\"]\ndeny = [\""+secret+"\"]\n")
 
-	s := engineConfig(bind(work, "/work", "rw"), bind(ro, "/ro", "rw"), bind(other, "/other"), bind(home, "/home"))
+	s := engineConfig(bind(work, "/work", "rw"), bind(ro, "/ro", "rw"), bind(home, "/home"))
 	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,10 +144,9 @@ func TestTightenMounts(t *testing.T) {
 		dst       string
 		want, not []string
 	}{
-		{"/work", []string{"rw", "noexec", "nosuid", "nodev"}, []string{"ro"}},
-		{"/ro", []string{"ro", "nosuid", "nodev"}, []string{"rw"}},
-		{"/other", []string{"ro"}, nil},
-		{"/home", []string{"ro"}, nil},
+		{"/work", []string{"rw", "noexec", "nosuid", "nodev", "rnoexec", "rnosuid", "rnodev"}, []string{"ro", "rro"}},
+		{"/ro", []string{"ro", "rro", "nosuid", "nodev", "rnosuid", "rnodev"}, []string{"rw"}},
+		{"/home", []string{"ro", "rro"}, nil},
 		{"/sys", []string{"ro"}, []string{"rw"}},
 		{"/dev/shm", []string{"noexec", "nosuid", "nodev"}, nil},
 		{"/tmp", []string{"noexec", "nosuid", "nodev"}, nil},
@@ -188,6 +189,8 @@ func TestTightenMounts(t *testing.T) {
 		{"denied folder through a symlink", bind(link, "/keys"), "denies"},
 		{"block device file system", specs.Mount{Destination: "/disk", Type: "ext4", Source: "/dev/sda1"}, "not allowed"},
 		{"missing source", bind(filepath.Join(root, "absent"), "/x"), "source"},
+		{"folder the policy does not grant", bind(other, "/other"), "grants no access"},
+		{"the host's root", bind("/", "/host"), "grants no access"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Tighten(engineConfig(tc.mount), p, TightenOptions{SameNamespace: notHost})
@@ -331,5 +334,122 @@ func TestTightenNilCapabilitiesMeanNone(t *testing.T) {
 	TightenProcess(asked, []string{"CAP_CHOWN"}, nil)
 	if !slices.Equal(asked.Capabilities.Effective, []string{"CAP_CHOWN"}) {
 		t.Errorf("effective %v, want [CAP_CHOWN]", asked.Capabilities.Effective)
+	}
+}
+
+func findOpts(s *specs.Spec, dst string) []string {
+	if m := findMount(s, dst); m != nil {
+		return m.Options
+	}
+	return nil
+}
+
+// libcontainer applies mount options in order: a later rw, exec, suid or
+// dev (or their recursive forms) would undo what Tighten sets, and a
+// shared mount would propagate the container's mounts to the host.
+func TestTightenMountOptionOrder(t *testing.T) {
+	dir := t.TempDir()
+	p := mustPolicy(t, "name = \"t\"\n[fs]\nread = [\""+dir+"\"]\n")
+	s := engineConfig(
+		specs.Mount{Destination: "/a", Type: "bind", Source: dir, Options: []string{"bind", "ro", "rw"}},
+		specs.Mount{Destination: "/b", Type: "bind", Source: dir, Options: []string{"rbind", "rrw", "rsuid", "rdev", "rshared"}},
+		specs.Mount{Destination: "/c", Type: "tmpfs", Source: "tmpfs", Options: []string{"noexec", "exec", "nosuid", "suid", "nodev", "dev", "shared"}},
+		specs.Mount{Destination: "/d", Type: "sysfs", Source: "sysfs", Options: []string{"ro", "rw"}},
+	)
+	s.Mounts[0].Options = []string{"exec", "suid", "dev"} // /proc
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dst := range []string{"/proc", "/a", "/b", "/c", "/d"} {
+		opts := findOpts(s, dst)
+		for _, bad := range []string{"rw", "rrw", "exec", "rexec", "suid", "rsuid", "dev", "rdev", "shared", "rshared"} {
+			if slices.Contains(opts, bad) {
+				t.Errorf("%s keeps %q after Tighten: %v", dst, bad, opts)
+			}
+		}
+	}
+	for dst, want := range map[string][]string{
+		"/a": {"ro", "rro", "rnosuid"}, "/b": {"ro", "rro", "rnodev"}, "/c": {"noexec", "nosuid", "nodev"}, "/d": {"ro"}, "/proc": {"noexec", "nosuid", "nodev"},
+	} {
+		for _, w := range want {
+			if !slices.Contains(findOpts(s, dst), w) {
+				t.Errorf("%s: options %v lack %s", dst, findOpts(s, dst), w)
+			}
+		}
+	}
+}
+
+// A second procfs (at /mnt/proc) would have none of /proc's masked and
+// read-only paths: procfs is allowed only at /proc.
+func TestTightenProcOnlyAtProc(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n")
+	if _, err := Tighten(engineConfig(), p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatalf("proc at /proc refused: %v", err)
+	}
+	for _, dst := range []string{"/mnt/proc", "/proc/../mnt", "/proc/sys"} {
+		_, err := Tighten(engineConfig(specs.Mount{Destination: dst, Type: "proc", Source: "proc"}), p, TightenOptions{SameNamespace: notHost})
+		if err == nil || !strings.Contains(err.Error(), "only the one at /proc") {
+			t.Errorf("proc at %s: err %v, want a refusal", dst, err)
+		}
+	}
+}
+
+// A bind the policy does not grant is refused, except the files an engine
+// makes for this container (docker's containers/ID/hosts...) and what the
+// operator's BindAllow lists; sockets and devices need a write grant.
+func TestTightenBindSources(t *testing.T) {
+	root := t.TempDir()
+	id := "0123456789abcdef0123"
+	engine := filepath.Join(root, "containers", id)
+	other := filepath.Join(root, "containers", "fedcba98765432100000")
+	readable, writable, allowed := filepath.Join(root, "r"), filepath.Join(root, "w"), filepath.Join(root, "allowed")
+	for _, d := range []string{filepath.Join(engine, "mounts", "shm"), filepath.Join(other, "mounts", "shm"), readable, writable, allowed} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(engine, "hosts"), filepath.Join(engine, "resolv.conf"), filepath.Join(other, "hosts"), filepath.Join(engine, "config.v2.json")} {
+		os.WriteFile(f, []byte("x"), 0o644)
+	}
+	sock := func(dir string) string {
+		path := filepath.Join(dir, "s.sock")
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	rsock, wsock := sock(readable), sock(writable)
+	p := mustPolicy(t, "name = \"t\"\n[fs]\nread = [\""+readable+"\"]\nwrite = [\""+writable+"\"]\n")
+	opts := TightenOptions{SameNamespace: notHost, ID: id, BindAllow: []string{filepath.Join(root, "allow*")}}
+	for _, src := range []string{filepath.Join(engine, "hosts"), filepath.Join(engine, "resolv.conf"), filepath.Join(engine, "mounts", "shm"), readable, writable, wsock, allowed, "/dev/null"} {
+		s := engineConfig(bind(src, "/x"))
+		if src == "/dev/null" {
+			continue
+		}
+		if _, err := Tighten(s, p, opts); err != nil {
+			t.Errorf("bind of %s refused: %v", src, err)
+		} else if src != writable && src != wsock && !slices.Contains(findOpts(s, "/x"), "rro") {
+			t.Errorf("bind of %s not read-only: %v", src, findOpts(s, "/x"))
+		}
+	}
+	for src, want := range map[string]string{
+		filepath.Join(other, "hosts"):           "grants no access",
+		filepath.Join(engine, "config.v2.json"): "grants no access",
+		rsock:                                   "socket or device",
+		"/dev/null":                             "grants no access",
+		"/":                                     "grants no access",
+	} {
+		if _, err := Tighten(engineConfig(bind(src, "/x")), p, opts); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bind of %s: err %v, want one with %q", src, err, want)
+		}
+	}
+	dp := mustPolicy(t, "name = \"t\"\n[fs]\nread = [\"/dev\"]\n")
+	if _, err := Tighten(engineConfig(bind("/dev/null", "/x")), dp, opts); err == nil || !strings.Contains(err.Error(), "socket or device") {
+		t.Errorf("read-granted device /dev/null: err %v, want a refusal", err)
 	}
 }

@@ -21,6 +21,7 @@ var ociGlobalFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "systemd-cgroup", Usage: "use systemd cgroups (not supported: warden uses cgroupfs)"},
 	&cli.StringFlag{Name: "policy", Usage: "OCI face: apply the policy `FILE` to every container that does not choose one", EnvVars: []string{"WARDEN_POLICY"}},
 	&cli.StringFlag{Name: "policy-dir", Usage: "OCI face: `DIR` of NAME.toml policies a container may choose with the annotation dev.warden.policy=NAME (default " + defaultPolicyDir + " when it exists)", EnvVars: []string{"WARDEN_POLICY_DIR"}},
+	&cli.StringSliceFlag{Name: "bind-allow", Usage: "OCI face: a host path `PATTERN` (filepath.Match) containers under a policy may bind read-only though the policy does not grant it", EnvVars: []string{"WARDEN_BIND_ALLOW"}},
 	&cli.StringSliceFlag{Name: "cap-allow", Usage: "OCI face: a capability (CAP_CHOWN) containers under a policy may keep; default none", EnvVars: []string{"WARDEN_CAP_ALLOW"}},
 }
 
@@ -35,8 +36,8 @@ var logFile *os.File
 // ociGlobals are the OCI face's global flag values, read once in the
 // app's Before (commands may have flags of the same names).
 var ociGlobals struct {
-	policy, policyDir string
-	capAllow          []string
+	policy, policyDir   string
+	capAllow, bindAllow []string
 }
 
 // setupLogging configures logrus from the global flags, once, before any
@@ -45,6 +46,7 @@ func setupLogging(cliContext *cli.Context) error {
 	ociGlobals.policy = cliContext.String("policy")
 	ociGlobals.policyDir = cliContext.String("policy-dir")
 	ociGlobals.capAllow = cliContext.StringSlice("cap-allow")
+	ociGlobals.bindAllow = cliContext.StringSlice("bind-allow")
 	logrus.SetOutput(cliContext.App.ErrWriter)
 	if cliContext.Bool("debug") {
 		logrus.SetLevel(logrus.DebugLevel)
@@ -85,7 +87,7 @@ func logError(err error) {
 
 // ociRuntime builds the OCI face from the global flags.
 func ociRuntime(cliContext *cli.Context) (*runtime.OCI, error) {
-	o := &runtime.OCI{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow}
+	o := &runtime.OCI{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow, BindAllow: ociGlobals.bindAllow}
 	if !filepath.IsAbs(o.Root) {
 		abs, err := filepath.Abs(o.Root)
 		if err != nil {
@@ -107,6 +109,11 @@ func ociRuntime(cliContext *cli.Context) (*runtime.OCI, error) {
 	} else {
 		if fi, err := os.Stat(o.PolicyDir); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("--policy-dir %s: not a directory", o.PolicyDir)
+		}
+	}
+	for _, b := range o.BindAllow {
+		if _, err := filepath.Match(b, "/"); err != nil || !filepath.IsAbs(b) {
+			return nil, fmt.Errorf("--bind-allow %q: give an absolute path pattern such as /var/lib/kubelet/pods/*/etc-hosts", b)
 		}
 	}
 	for _, c := range o.CapAllow {
