@@ -109,3 +109,36 @@ func TestOCIPolicyMounts(t *testing.T) {
 		o.warden(t, "delete", "--force", id)
 	}
 }
+
+// With a policy directory but no --policy, a container that selects no
+// policy runs under the directory's default.toml; without one it is
+// refused unless the operator passes --allow-unconfined.
+func TestOCIPolicyDirFailsClosed(t *testing.T) {
+	o := newOCIEnv(t)
+	dir := tempDir(t)
+	os.WriteFile(filepath.Join(dir, "tiny.toml"), []byte("name = \"tiny\"\n"), 0o644)
+	mk := func(id string) string {
+		return busyboxBundle(t, id, func(s *specs.Spec) { s.Process.Args = []string{"grep", "CapEff", "/proc/self/status"} })
+	}
+	id := "oci-" + randomHex(4)
+	if r := o.warden(t, "--policy-dir", dir, "run", "--bundle", mk(id), id); r.Exit != 125 || !strings.Contains(r.Stderr, "no policy for this container") {
+		t.Fatalf("no annotation, no default.toml: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	o.warden(t, "delete", "--force", id)
+	id = "oci-" + randomHex(4)
+	if r := o.warden(t, "--policy-dir", dir, "--allow-unconfined", "run", "--bundle", mk(id), id); r.Exit != 0 || strings.Contains(r.Stdout, "CapEff:\t0000000000000000") {
+		t.Fatalf("--allow-unconfined: the container should run as configured: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	os.WriteFile(filepath.Join(dir, "default.toml"), []byte("name = \"default\"\n"), 0o644)
+	id = "oci-" + randomHex(4)
+	if r := o.warden(t, "--policy-dir", dir, "--allow-unconfined", "run", "--bundle", mk(id), id); r.Exit != 0 || !strings.Contains(r.Stdout, "CapEff:\t0000000000000000") {
+		t.Fatalf("with default.toml the container runs under it: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	id = "oci-" + randomHex(4)
+	if r := o.warden(t, "--policy-dir", dir, "run", "-d", "--bundle", mk(id), id); r.Exit != 0 {
+		t.Fatalf("run -d under default.toml: %s", r.Stderr)
+	}
+	if st := o.state(t, id); st.Policy != "default" {
+		t.Fatalf("state names policy %q, want default", st.Policy)
+	}
+}

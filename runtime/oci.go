@@ -43,10 +43,19 @@ type OCI struct {
 	PolicyDir string
 	// CapAllow lists the capabilities a container under a policy may keep.
 	CapAllow []string
+	// AllowUnconfined lets a container that selects no policy run as
+	// configured when a PolicyDir is set but holds no default.toml;
+	// without it such a container is refused (fail closed).
+	AllowUnconfined bool
 	// BindAllow are host path patterns (filepath.Match) a container under
 	// a policy may bind read-only though its policy does not grant them.
 	BindAllow []string
 }
+
+// DefaultPolicyName is the policy (DefaultPolicyName.toml in the policy
+// directory) of a container that selects none, when the runtime has no
+// --policy.
+const DefaultPolicyName = "default"
 
 // AnnotationSelect chooses a container's policy from the operator's policy
 // directory by name.
@@ -138,7 +147,22 @@ var policyNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 func (o *OCI) choosePolicy(s *specs.Spec) (*policies.Policy, string, error) {
 	name, selected := s.Annotations[AnnotationSelect]
 	if !selected {
-		return o.Policy, o.PolicyFile, nil
+		if o.Policy != nil || o.PolicyDir == "" {
+			return o.Policy, o.PolicyFile, nil
+		}
+		// A policy directory without --policy: its default.toml, else
+		// nothing runs unless the operator allows unconfined containers.
+		file := filepath.Join(o.PolicyDir, DefaultPolicyName+".toml")
+		p, err := policies.Load(file)
+		switch {
+		case err == nil:
+			return p, file, nil
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, "", err
+		case o.AllowUnconfined:
+			return nil, "", nil
+		}
+		return nil, "", fmt.Errorf("no policy for this container: it selects none (annotation %s=NAME), the runtime has no --policy, and %s has no %s.toml; add that file, or configure --policy FILE, or --allow-unconfined to run such containers as configured", AnnotationSelect, o.PolicyDir, DefaultPolicyName)
 	}
 	if o.PolicyDir == "" {
 		if o.Policy != nil && name == o.Policy.Name {

@@ -25,7 +25,7 @@ var installCommand = &cli.Command{
 	Subcommands: []*cli.Command{
 		{
 			Name:  "docker",
-			Usage: "add warden to dockerd's runtimes in daemon.json (the global --policy, --policy-dir, --bind-allow and --cap-allow become its runtimeArgs)",
+			Usage: "add warden to dockerd's runtimes in daemon.json (the global --policy, --policy-dir, --allow-unconfined, --bind-allow and --cap-allow become its runtimeArgs)",
 			Flags: installFlags,
 			Action: func(cliContext *cli.Context) error {
 				return install(cliContext, "/etc/docker/daemon.json", runtime.InstallDocker, "reload dockerd (kill -HUP its pid) and use docker run --runtime=%s")
@@ -79,6 +79,9 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, ru
 			return err
 		}
 		e.Args = append(e.Args, "--policy-dir", abs)
+	}
+	if ociGlobals.allowUnconfined {
+		e.Args = append(e.Args, "--allow-unconfined")
 	}
 	for _, b := range ociGlobals.bindAllow {
 		e.Args = append(e.Args, "--bind-allow", b)

@@ -21,6 +21,7 @@ var ociGlobalFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "systemd-cgroup", Usage: "use systemd cgroups (not supported: warden uses cgroupfs)"},
 	&cli.StringFlag{Name: "policy", Usage: "OCI face: apply the policy `FILE` to every container that does not choose one", EnvVars: []string{"WARDEN_POLICY"}},
 	&cli.StringFlag{Name: "policy-dir", Usage: "OCI face: `DIR` of NAME.toml policies a container may choose with the annotation dev.warden.policy=NAME (default " + defaultPolicyDir + " when it exists)", EnvVars: []string{"WARDEN_POLICY_DIR"}},
+	&cli.BoolFlag{Name: "allow-unconfined", Usage: "OCI face: with a policy directory, a container that selects no policy and finds no default.toml there runs as configured (without: it is refused)", EnvVars: []string{"WARDEN_ALLOW_UNCONFINED"}},
 	&cli.StringSliceFlag{Name: "bind-allow", Usage: "OCI face: a host path `PATTERN` (filepath.Match) containers under a policy may bind read-only though the policy does not grant it", EnvVars: []string{"WARDEN_BIND_ALLOW"}},
 	&cli.StringSliceFlag{Name: "cap-allow", Usage: "OCI face: a capability (CAP_CHOWN) containers under a policy may keep; default none", EnvVars: []string{"WARDEN_CAP_ALLOW"}},
 }
@@ -38,6 +39,7 @@ var logFile *os.File
 var ociGlobals struct {
 	policy, policyDir   string
 	capAllow, bindAllow []string
+	allowUnconfined     bool
 }
 
 // setupLogging configures logrus from the global flags, once, before any
@@ -47,6 +49,7 @@ func setupLogging(cliContext *cli.Context) error {
 	ociGlobals.policyDir = cliContext.String("policy-dir")
 	ociGlobals.capAllow = cliContext.StringSlice("cap-allow")
 	ociGlobals.bindAllow = cliContext.StringSlice("bind-allow")
+	ociGlobals.allowUnconfined = cliContext.Bool("allow-unconfined")
 	logrus.SetOutput(cliContext.App.ErrWriter)
 	if cliContext.Bool("debug") {
 		logrus.SetLevel(logrus.DebugLevel)
@@ -87,7 +90,7 @@ func logError(err error) {
 
 // ociRuntime builds the OCI face from the global flags.
 func ociRuntime(cliContext *cli.Context) (*runtime.OCI, error) {
-	o := &runtime.OCI{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow, BindAllow: ociGlobals.bindAllow}
+	o := &runtime.OCI{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow, BindAllow: ociGlobals.bindAllow, AllowUnconfined: ociGlobals.allowUnconfined}
 	if !filepath.IsAbs(o.Root) {
 		abs, err := filepath.Abs(o.Root)
 		if err != nil {
@@ -102,11 +105,13 @@ func ociRuntime(cliContext *cli.Context) (*runtime.OCI, error) {
 		}
 		o.Policy, o.PolicyFile = p, file
 	}
-	if o.PolicyDir == "" {
+	// The default directory only when the operator named no policy: an
+	// explicit --policy is not switched away from by an annotation.
+	if o.PolicyDir == "" && o.Policy == nil {
 		if fi, err := os.Stat(defaultPolicyDir); err == nil && fi.IsDir() {
 			o.PolicyDir = defaultPolicyDir
 		}
-	} else {
+	} else if o.PolicyDir != "" {
 		if fi, err := os.Stat(o.PolicyDir); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("--policy-dir %s: not a directory", o.PolicyDir)
 		}
