@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -140,5 +141,45 @@ func TestOCIPolicyDirFailsClosed(t *testing.T) {
 	}
 	if st := o.state(t, id); st.Policy != "default" {
 		t.Fatalf("state names policy %q, want default", st.Policy)
+	}
+}
+
+// A policy that allows network still gives the container its own network
+// namespace (a config without one would share the host's), and host
+// network devices (linux.netDevices) cannot be moved in: the host keeps
+// its interface.
+func TestOCIPolicyNetwork(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := escapePolicy(t, tempDir(t), "[network]\nallow = [\"example.com:443\"]\n")
+	dummy := "wd" + randomHex(4)
+	if r := run(t, nil, "ip", "link", "add", dummy, "type", "veth", "peer", "name", dummy+"p"); r.Exit != 0 {
+		t.Fatalf("ip link add: %s", r.Stderr)
+	}
+	t.Cleanup(func() { run(t, nil, "ip", "link", "del", dummy) })
+	hostNet := func(s *specs.Spec) {
+		s.Process.Args = []string{"ls", "/sys/class/net"}
+		s.Linux.Namespaces = slices.DeleteFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.NetworkNamespace })
+	}
+	// Without a policy (warden as runc) the config shares the host's
+	// network and sees the dummy interface; under the policy it does not.
+	id := "oci-" + randomHex(4)
+	if r := o.warden(t, "run", "--bundle", busyboxBundle(t, id, hostNet), id); r.Exit != 0 || !strings.Contains(r.Stdout, dummy) {
+		t.Fatalf("host network without a policy: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	id = "oci-" + randomHex(4)
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", busyboxBundle(t, id, hostNet), id); r.Exit != 0 || strings.Contains(r.Stdout, dummy) || strings.TrimSpace(r.Stdout) != "lo" {
+		t.Fatalf("host network under a policy allowing network: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	id = "oci-" + randomHex(4)
+	b := busyboxBundle(t, id, func(s *specs.Spec) {
+		s.Process.Args = []string{"true"}
+		s.Linux.NetDevices = map[string]specs.LinuxNetDevice{dummy: {}}
+	})
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", b, id); r.Exit != 125 || !strings.Contains(r.Stderr, "netDevices") {
+		t.Fatalf("netDevices under a policy: exit %d, %q", r.Exit, r.Stderr)
+	}
+	o.warden(t, "delete", "--force", id)
+	if r := run(t, nil, "ip", "link", "show", dummy); r.Exit != 0 {
+		t.Fatalf("the host's %s is gone: %s", dummy, r.Stderr)
 	}
 }

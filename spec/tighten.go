@@ -200,14 +200,21 @@ func TightenProcess(p *specs.Process, allowed []string, changef func(string, ...
 	c.Ambient = keep("ambient", c.Ambient)
 }
 
-// namespaces: the container gets its own mount, pid, ipc, uts and cgroup
-// namespaces, and its own network namespace unless the policy allows
-// network; joining one of the host's own namespaces by path is refused.
-// Joining another container's namespace (a Kubernetes pod's) is kept.
+// namespaces: the container gets its own mount, pid, ipc, uts, cgroup and
+// network namespaces (a policy that allows network still never shares
+// the host's: its ports, loopback services and interfaces); joining one of
+// the host's own namespaces by path is refused. Joining another
+// container's namespace (a Kubernetes pod's) is kept. Host network
+// devices moved into the container (linux.netDevices) are refused.
 func (t *tightener) namespaces() error {
-	need := []specs.LinuxNamespaceType{specs.MountNamespace, specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.CgroupNamespace}
-	if len(t.p.Network.Allow) == 0 {
-		need = append(need, specs.NetworkNamespace)
+	need := []specs.LinuxNamespaceType{specs.MountNamespace, specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.CgroupNamespace, specs.NetworkNamespace}
+	if len(t.s.Linux.NetDevices) > 0 {
+		names := make([]string, 0, len(t.s.Linux.NetDevices))
+		for n := range t.s.Linux.NetDevices {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return fmt.Errorf("%w: linux.netDevices: moving the host's network devices (%s) into a container is not allowed under policy %s; remove them and use the engine's network", ErrInvalid, strings.Join(names, ", "), t.p.Name)
 	}
 	for _, ns := range t.s.Linux.Namespaces {
 		if ns.Path == "" {

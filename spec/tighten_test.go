@@ -70,7 +70,7 @@ func TestTightenProcessAndNamespaces(t *testing.T) {
 	}{
 		{"no capabilities allowed", nil, "", []string{}, true},
 		{"only allowed ones kept", []string{"CAP_CHOWN", "CAP_KILL"}, "", []string{"CAP_CHOWN"}, true},
-		{"network allowed keeps the engine's network", nil, "[network]\nallow = [\"example.com:443\"]\n", []string{}, false},
+		{"network allowed still gets its own network namespace", nil, "[network]\nallow = [\"example.com:443\"]\n", []string{}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := engineConfig()
@@ -451,5 +451,19 @@ func TestTightenBindSources(t *testing.T) {
 	dp := mustPolicy(t, "name = \"t\"\n[fs]\nread = [\"/dev\"]\n")
 	if _, err := Tighten(engineConfig(bind("/dev/null", "/x")), dp, opts); err == nil || !strings.Contains(err.Error(), "socket or device") {
 		t.Errorf("read-granted device /dev/null: err %v, want a refusal", err)
+	}
+}
+
+// Host network devices moved into the container would leave the host
+// (and be deleted by the no-network cleanup): refused under a policy.
+func TestTightenRefusesNetDevices(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n[network]\nallow = [\"example.com:443\"]\n")
+	s := engineConfig()
+	s.Linux.NetDevices = map[string]specs.LinuxNetDevice{"eth1": {Name: "eth9"}}
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err == nil || !strings.Contains(err.Error(), "netDevices") || !strings.Contains(err.Error(), "eth1") {
+		t.Fatalf("netDevices under a policy: err %v, want a refusal naming eth1", err)
+	}
+	if _, err := Tighten(engineConfig(), p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatalf("the same config without netDevices: %v", err)
 	}
 }
