@@ -183,3 +183,57 @@ func TestOCIPolicyNetwork(t *testing.T) {
 		t.Fatalf("the host's %s is gone: %s", dummy, r.Stderr)
 	}
 }
+
+// A relative bind source is the bundle's (runc runs from the bundle): the
+// policy checks that folder, not the one the same path names from where
+// warden was started. Here "../NAME" from warden's directory is a granted
+// folder, while from the bundle it is a denied one.
+func TestOCIPolicyRelativeBindSource(t *testing.T) {
+	o := newOCIEnv(t)
+	id := "oci-" + randomHex(4)
+	var b string
+	name := "sec-" + randomHex(4)
+	b = busyboxBundle(t, id, func(s *specs.Spec) {
+		s.Process.Args = []string{"cat", "/m/file"}
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/m", Type: "bind", Source: "../" + name, Options: []string{"rbind"}})
+	})
+	denied := filepath.Join(filepath.Dir(b), name)
+	granted := tempDir(t)
+	cwd := filepath.Join(granted, "cwd")
+	for _, d := range []string{denied, filepath.Join(granted, name), cwd} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(denied, "file"), []byte("SECRET\n"), 0o644)
+	os.WriteFile(filepath.Join(granted, name, "file"), []byte("granted\n"), 0o644)
+	policy := escapePolicy(t, tempDir(t), fmt.Sprintf("read = [%q]\ndeny = [%q]\n", granted, denied))
+	wardenFrom := func(dir string, args ...string) sandboxResult {
+		quoted := make([]string, len(args))
+		for i, a := range args {
+			quoted[i] = "'" + a + "'"
+		}
+		return run(t, nil, "sh", "-c", fmt.Sprintf("cd %s && exec %s --root %s %s", dir, wardenBinary, o.root, strings.Join(quoted, " ")))
+	}
+	r := wardenFrom(cwd, "--policy", policy, "run", "--bundle", b, id)
+	if r.Exit != 125 || strings.Contains(r.Stdout, "SECRET") || !strings.Contains(r.Stderr, "denies") {
+		t.Fatalf("relative source naming a denied folder: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	o.warden(t, "delete", "--force", id)
+	// The allowed half: once the bundle's folder is the granted one, the
+	// same relative bind works and shows the bundle's neighbour.
+	os.WriteFile(filepath.Join(denied, "file"), []byte("neighbour\n"), 0o644)
+	policy2 := escapePolicy(t, tempDir(t), fmt.Sprintf("read = [%q]\n", denied))
+	id2 := "oci-" + randomHex(4)
+	b2 := filepath.Join(filepath.Dir(b), "b2")
+	if r := run(t, nil, "cp", "-a", b, b2); r.Exit != 0 {
+		t.Fatal(r.Stderr)
+	}
+	var s specs.Spec
+	readJSON(t, filepath.Join(b2, "config.json"), &s)
+	s.Linux.CgroupsPath = ociCgroupParent + "/" + id2
+	writeJSON(t, filepath.Join(b2, "config.json"), &s)
+	if r := wardenFrom(cwd, "--policy", policy2, "run", "--bundle", b2, id2); r.Exit != 0 || strings.TrimSpace(r.Stdout) != "neighbour" {
+		t.Fatalf("relative source naming a granted folder: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+}

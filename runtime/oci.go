@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -187,6 +188,19 @@ func (o *OCI) choosePolicy(s *specs.Spec) (*policies.Policy, string, error) {
 	return p, file, nil
 }
 
+// absoluteBindSources resolves relative bind sources against the bundle,
+// as runc does (it runs from the bundle): the policy must check the
+// folder that is mounted, not one relative to warden's own directory.
+func absoluteBindSources(s *specs.Spec, bundle string) {
+	for i := range s.Mounts {
+		m := &s.Mounts[i]
+		bind := m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind")
+		if bind && m.Source != "" && !filepath.IsAbs(m.Source) {
+			m.Source = filepath.Join(bundle, m.Source)
+		}
+	}
+}
+
 // tighten applies the container's policy to its spec.
 func (o *OCI) tighten(id string, s *specs.Spec) (*policyRecord, error) {
 	p, file, err := o.choosePolicy(s)
@@ -247,6 +261,7 @@ func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
 	if !filepath.IsAbs(s.Root.Path) {
 		s.Root.Path = filepath.Join(bundle, s.Root.Path)
 	}
+	absoluteBindSources(s, bundle)
 	rec, err := o.tighten(opts.ID, s)
 	if err != nil {
 		return -1, err

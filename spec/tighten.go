@@ -341,6 +341,11 @@ func isBind(m specs.Mount) bool {
 }
 
 func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.Rule) error {
+	if !filepath.IsAbs(m.Source) {
+		// The runtime resolves a relative source against the bundle
+		// first; one left relative would be checked from elsewhere.
+		return fmt.Errorf("%w: mounts: %s: relative source %s; give an absolute path", ErrInvalid, m.Destination, m.Source)
+	}
 	src, err := filepath.EvalSymlinks(m.Source)
 	if err != nil {
 		return fmt.Errorf("%w: mounts: %s: source %s: %v", ErrInvalid, m.Destination, m.Source, err)

@@ -191,6 +191,7 @@ func TestTightenMounts(t *testing.T) {
 		{"missing source", bind(filepath.Join(root, "absent"), "/x"), "source"},
 		{"folder the policy does not grant", bind(other, "/other"), "grants no access"},
 		{"the host's root", bind("/", "/host"), "grants no access"},
+		{"relative source", bind("work", "/w"), "relative source"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Tighten(engineConfig(tc.mount), p, TightenOptions{SameNamespace: notHost})
