@@ -237,3 +237,37 @@ func TestOCIPolicyRelativeBindSource(t *testing.T) {
 		t.Fatalf("relative source naming a granted folder: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
 }
+
+// Under a policy a config asking for SCHED_FIFO, a negative OOM score
+// and a real-time rlimit gets an ordinary process; ordinary requests
+// (SCHED_BATCH with nice 5, a positive OOM score, RLIMIT_NOFILE) hold.
+func TestOCIPolicyScheduling(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := escapePolicy(t, tempDir(t), "")
+	script := `grep ^policy /proc/self/sched; echo oom $(cat /proc/self/oom_score_adj); grep -e "realtime priority" -e "open files" /proc/self/limits; cut -d" " -f19 /proc/self/stat`
+	id := "oci-" + randomHex(4)
+	b := busyboxBundle(t, id, func(s *specs.Spec) {
+		adj := -500
+		s.Process.Args = []string{"sh", "-c", script}
+		s.Process.Scheduler = &specs.Scheduler{Policy: specs.SchedFIFO, Priority: 10}
+		s.Process.OOMScoreAdj = &adj
+		s.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO", Hard: 99, Soft: 99}, {Type: "RLIMIT_NOFILE", Hard: 512, Soft: 512}}
+	})
+	r := o.warden(t, "--policy", policy, "run", "--bundle", b, id)
+	if r.Exit != 0 || !strings.Contains(r.Stdout, "policy") || strings.Contains(r.Stdout, ":                    1") ||
+		!strings.Contains(r.Stdout, "oom 0") || !strings.Contains(r.Stdout, "Max open files            512                  512") ||
+		!strings.Contains(r.Stdout, "Max realtime priority     0                    0") {
+		t.Fatalf("real-time asked for under a policy: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	id = "oci-" + randomHex(4)
+	b = busyboxBundle(t, id, func(s *specs.Spec) {
+		adj := 300
+		s.Process.Args = []string{"sh", "-c", script}
+		s.Process.Scheduler = &specs.Scheduler{Policy: specs.SchedBatch, Nice: 5}
+		s.Process.OOMScoreAdj = &adj
+	})
+	r = o.warden(t, "--policy", policy, "run", "--bundle", b, id)
+	if r.Exit != 0 || !strings.Contains(r.Stdout, ":                    3") || !strings.Contains(r.Stdout, "oom 300") || !strings.HasSuffix(strings.TrimSpace(r.Stdout), "\n5") {
+		t.Fatalf("batch scheduling under a policy: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+}

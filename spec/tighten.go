@@ -175,6 +175,7 @@ func TightenProcess(p *specs.Process, allowed []string, changef func(string, ...
 		p.NoNewPrivileges = true
 		changef("process: noNewPrivileges set")
 	}
+	tightenScheduling(p, changef)
 	if p.Capabilities == nil {
 		// libcontainer leaves a process without a capabilities object
 		// with the runtime's own (all of them): nil means none here.
@@ -198,6 +199,46 @@ func TightenProcess(p *specs.Process, allowed []string, changef func(string, ...
 	c.Permitted = keep("permitted", c.Permitted)
 	c.Inheritable = keep("inheritable", c.Inheritable)
 	c.Ambient = keep("ambient", c.Ambient)
+}
+
+// tightenScheduling takes away what would let a process run ahead of the
+// host's: real-time or deadline scheduling, a negative nice, real-time I/O
+// priority, a negative OOM score (the host's processes would be killed
+// first), and rlimits that allow real-time priority or a negative nice.
+func tightenScheduling(p *specs.Process, changef func(string, ...any)) {
+	if sc := p.Scheduler; sc != nil {
+		switch sc.Policy {
+		case specs.SchedFIFO, specs.SchedRR, specs.SchedDeadline:
+			p.Scheduler = nil
+			changef("process: scheduler %s dropped (real-time)", sc.Policy)
+		default:
+			if sc.Nice < 0 {
+				sc.Nice = 0
+				changef("process: negative nice raised to 0")
+			}
+		}
+	}
+	if p.IOPriority != nil && p.IOPriority.Class == specs.IOPRIO_CLASS_RT {
+		p.IOPriority = nil
+		changef("process: real-time I/O priority dropped")
+	}
+	if p.OOMScoreAdj != nil && *p.OOMScoreAdj < 0 {
+		zero := 0
+		p.OOMScoreAdj = &zero
+		changef("process: negative oomScoreAdj raised to 0")
+	}
+	// RLIMIT_RTPRIO 0: no real-time priority; RLIMIT_NICE 20: no nice
+	// below 0 (the limit is 20 minus the lowest nice allowed).
+	ceiling := map[string]uint64{"RLIMIT_RTPRIO": 0, "RLIMIT_RTTIME": 0, "RLIMIT_NICE": 20}
+	for i := range p.Rlimits {
+		r := &p.Rlimits[i]
+		max, ok := ceiling[r.Type]
+		if !ok || r.Hard <= max && r.Soft <= max {
+			continue
+		}
+		r.Hard, r.Soft = min(r.Hard, max), min(r.Soft, max)
+		changef("process: %s lowered to %d", r.Type, max)
+	}
 }
 
 // namespaces: the container gets its own mount, pid, ipc, uts, cgroup and
@@ -614,6 +655,23 @@ func ClampResources(r *specs.LinuxResources, l policies.Limits, changef func(str
 		changef("resources: cpu quota %d/%d (the policy's %g cores)", quota, period, l.CPU)
 	}
 	r.CPU.Period, r.CPU.Quota = &period, &quota
+	if r.CPU.RealtimeRuntime != nil || r.CPU.RealtimePeriod != nil {
+		r.CPU.RealtimeRuntime, r.CPU.RealtimePeriod = nil, nil
+		changef("resources: cpu real-time runtime and period dropped")
+	}
+	// cgroup v2 keys written after memory, pids and cpu would override
+	// them ("memory.max": "max"): none are kept.
+	if len(r.Unified) > 0 {
+		r.Unified = nil
+		changef("resources: unified (cgroup v2 files) dropped")
+	}
+	// Huge pages are not counted in the memory limit: none.
+	for i := range r.HugepageLimits {
+		if r.HugepageLimits[i].Limit != 0 {
+			r.HugepageLimits[i].Limit = 0
+			changef("resources: hugepage limit %s set to 0", r.HugepageLimits[i].Pagesize)
+		}
+	}
 }
 
 // seccomp: a syscall is allowed only when both warden's profile for the

@@ -468,3 +468,51 @@ func TestTightenRefusesNetDevices(t *testing.T) {
 		t.Fatalf("the same config without netDevices: %v", err)
 	}
 }
+
+// Real-time scheduling, a negative nice or OOM score, real-time I/O
+// priority and rlimits allowing them would let a container run ahead of
+// the host (a SCHED_FIFO task ignores the cpu quota); cgroup v2 files and
+// huge pages would bypass the memory limit. Ordinary values are kept.
+func TestTightenSchedulingAndRealtime(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n")
+	s := engineConfig()
+	rt, per := int64(950000), uint64(1000000)
+	s.Linux.Resources.CPU = &specs.LinuxCPU{RealtimeRuntime: &rt, RealtimePeriod: &per}
+	s.Linux.Resources.Unified = map[string]string{"memory.max": "max"}
+	s.Linux.Resources.HugepageLimits = []specs.LinuxHugepageLimit{{Pagesize: "2MB", Limit: 1 << 40}}
+	s.Process.Scheduler = &specs.Scheduler{Policy: specs.SchedFIFO, Priority: 99}
+	s.Process.IOPriority = &specs.LinuxIOPriority{Class: specs.IOPRIO_CLASS_RT, Priority: 0}
+	adj := -1000
+	s.Process.OOMScoreAdj = &adj
+	s.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO", Hard: 99, Soft: 99}, {Type: "RLIMIT_NICE", Hard: 40, Soft: 40}, {Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 1024}}
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Process.Scheduler != nil || s.Process.IOPriority != nil || *s.Process.OOMScoreAdj != 0 {
+		t.Errorf("scheduler %+v, ioPriority %+v, oomScoreAdj %d kept", s.Process.Scheduler, s.Process.IOPriority, *s.Process.OOMScoreAdj)
+	}
+	if c := s.Linux.Resources.CPU; c.RealtimeRuntime != nil || c.RealtimePeriod != nil {
+		t.Errorf("cpu real-time budget kept: %+v", c)
+	}
+	if len(s.Linux.Resources.Unified) != 0 || s.Linux.Resources.HugepageLimits[0].Limit != 0 {
+		t.Errorf("unified %v, hugepages %+v kept", s.Linux.Resources.Unified, s.Linux.Resources.HugepageLimits)
+	}
+	want := []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO"}, {Type: "RLIMIT_NICE", Hard: 20, Soft: 20}, {Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 1024}}
+	if !slices.Equal(s.Process.Rlimits, want) {
+		t.Errorf("rlimits %+v, want %+v", s.Process.Rlimits, want)
+	}
+	// The allowed half, for an exec'd process too: a batch scheduler with
+	// a positive nice, best-effort I/O and a positive OOM score stay.
+	ok := 500
+	e := &specs.Process{Args: []string{"sh"}, Scheduler: &specs.Scheduler{Policy: specs.SchedBatch, Nice: 5},
+		IOPriority: &specs.LinuxIOPriority{Class: specs.IOPRIO_CLASS_BE, Priority: 4}, OOMScoreAdj: &ok}
+	TightenProcess(e, nil, nil)
+	if e.Scheduler == nil || e.Scheduler.Nice != 5 || e.IOPriority == nil || *e.OOMScoreAdj != 500 {
+		t.Errorf("ordinary scheduling changed: %+v %+v %d", e.Scheduler, e.IOPriority, *e.OOMScoreAdj)
+	}
+	e.Scheduler = &specs.Scheduler{Policy: specs.SchedRR, Priority: 1}
+	TightenProcess(e, nil, nil)
+	if e.Scheduler != nil {
+		t.Errorf("exec: SCHED_RR kept")
+	}
+}
