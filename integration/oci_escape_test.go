@@ -271,3 +271,26 @@ func TestOCIPolicyScheduling(t *testing.T) {
 		t.Fatalf("batch scheduling under a policy: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
 }
+
+// A config asking for shared root propagation gets a slave root under a
+// policy: mounts made in the container cannot reach the host.
+func TestOCIPolicyPropagation(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := escapePolicy(t, tempDir(t), "")
+	mk := func(id string) string {
+		return busyboxBundle(t, id, func(s *specs.Spec) {
+			s.Process.Args = []string{"busybox", "awk", "$5 == \"/\"", "/proc/self/mountinfo"}
+			s.Linux.RootfsPropagation = "rshared"
+		})
+	}
+	id := "oci-" + randomHex(4)
+	r := o.warden(t, "run", "--bundle", mk(id), id)
+	if r.Exit != 0 || !strings.Contains(r.Stdout, "shared:") {
+		t.Fatalf("without a policy the root is shared as asked: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	id = "oci-" + randomHex(4)
+	r = o.warden(t, "--policy", policy, "run", "--bundle", mk(id), id)
+	if r.Exit != 0 || strings.Contains(r.Stdout, "shared:") {
+		t.Fatalf("under a policy the root must not be shared: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+}

@@ -306,6 +306,12 @@ func (t *tightener) rootfs() error {
 		t.s.Root.Readonly = true
 		t.changef("root: made read-only")
 	}
+	// Shared propagation would carry mounts made in the container (and
+	// runc's own beneath the root) to the host.
+	if pr := t.s.Linux.RootfsPropagation; pr == "shared" || pr == "rshared" {
+		t.s.Linux.RootfsPropagation = "rslave"
+		t.changef("root: propagation %s made rslave", pr)
+	}
 	if !slices.ContainsFunc(t.s.Mounts, func(m specs.Mount) bool { return filepath.Clean(m.Destination) == "/tmp" }) {
 		t.s.Mounts = append(t.s.Mounts, specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
 			Options: []string{"nosuid", "nodev", "noexec", "mode=1777", fmt.Sprintf("size=%dk", t.limits.Memory/2/1024)}})

@@ -516,3 +516,23 @@ func TestTightenSchedulingAndRealtime(t *testing.T) {
 		t.Errorf("exec: SCHED_RR kept")
 	}
 }
+
+// Shared propagation (of the root or a bind) would carry the container's
+// mounts to the host: the root becomes rslave, shared options go; a
+// private or slave propagation asked for is kept.
+func TestTightenPropagation(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n[fs]\nwrite = [\"/tmp\"]\n")
+	for asked, want := range map[string]string{"shared": "rslave", "rshared": "rslave", "private": "private", "rslave": "rslave", "": ""} {
+		s := engineConfig(specs.Mount{Destination: "/w", Type: "bind", Source: t.TempDir(), Options: []string{"rbind", "rshared"}})
+		s.Linux.RootfsPropagation = asked
+		if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+			t.Fatal(err)
+		}
+		if s.Linux.RootfsPropagation != want {
+			t.Errorf("rootfsPropagation %q became %q, want %q", asked, s.Linux.RootfsPropagation, want)
+		}
+		if opts := findOpts(s, "/w"); slices.Contains(opts, "rshared") || !slices.Contains(opts, "rbind") {
+			t.Errorf("/w options %v: rshared kept or rbind lost", opts)
+		}
+	}
+}
