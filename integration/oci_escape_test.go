@@ -294,3 +294,37 @@ func TestOCIPolicyPropagation(t *testing.T) {
 		t.Fatalf("under a policy the root must not be shared: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
 }
+
+// A config's hooks run as root on the host: under a policy a hook whose
+// program the operator did not list (--hook-allow) refuses the container
+// and does not run; a listed one runs.
+func TestOCIPolicyHooks(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := escapePolicy(t, tempDir(t), "")
+	marker := filepath.Join(tempDir(t), "hook-ran")
+	sh, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(id string) string {
+		return busyboxBundle(t, id, func(s *specs.Spec) {
+			s.Process.Args = []string{"true"}
+			s.Hooks = &specs.Hooks{CreateRuntime: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c", "echo ran >> " + marker}}}}
+		})
+	}
+	id := "oci-" + randomHex(4)
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", mk(id), id); r.Exit != 125 || !strings.Contains(r.Stderr, "hook-allow") {
+		t.Fatalf("unlisted hook under a policy: exit %d, %q", r.Exit, r.Stderr)
+	}
+	o.warden(t, "delete", "--force", id)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the refused hook ran on the host")
+	}
+	id = "oci-" + randomHex(4)
+	if r := o.warden(t, "--policy", policy, "--hook-allow", sh, "run", "--bundle", mk(id), id); r.Exit != 0 {
+		t.Fatalf("hook listed by --hook-allow: exit %d, %q", r.Exit, r.Stderr)
+	}
+	if data, err := os.ReadFile(marker); err != nil || string(data) != "ran\n" {
+		t.Fatalf("the allowed hook did not run: %q %v", data, err)
+	}
+}

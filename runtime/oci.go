@@ -48,6 +48,9 @@ type OCI struct {
 	// configured when a PolicyDir is set but holds no default.toml;
 	// without it such a container is refused (fail closed).
 	AllowUnconfined bool
+	// HookAllow are host programs a container's hooks may run under a
+	// policy, besides docker's own.
+	HookAllow []string
 	// BindAllow are host path patterns (filepath.Match) a container under
 	// a policy may bind read-only though its policy does not grant them.
 	BindAllow []string
@@ -213,6 +216,7 @@ func (o *OCI) tighten(id string, s *specs.Spec) (*policyRecord, error) {
 		Capabilities: o.CapAllow,
 		ID:           id,
 		BindAllow:    o.BindAllow,
+		HookAllow:    o.HookAllow,
 	})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -33,6 +34,9 @@ type TightenOptions struct {
 	// ID is the container's id: the files an engine makes for it (docker's
 	// hosts, resolv.conf...) live in a folder of that name.
 	ID string
+	// HookAllow are host programs (absolute paths) the operator lets a
+	// container's hooks run, besides docker's own libnetwork-setkey.
+	HookAllow []string
 	// BindAllow are the operator's patterns (filepath.Match) of host paths
 	// a container may bind read-only though the policy does not grant them.
 	BindAllow []string
@@ -67,6 +71,7 @@ func Tighten(s *specs.Spec, p *policies.Policy, o TightenOptions) ([]string, err
 		t.devices,
 		t.resources,
 		t.seccomp,
+		t.hooks,
 		t.annotations,
 	}
 	for _, step := range steps {
@@ -692,6 +697,63 @@ func (t *tightener) seccomp() error {
 	}
 	t.s.Linux.Seccomp = w
 	return nil
+}
+
+// dockerdPaths are where a Debian or Docker package puts dockerd; its
+// prestart hook (Path /proc/PID/exe, args libnetwork-setkey ...) connects
+// the container to docker's network.
+var dockerdPaths = []string{"/usr/bin/dockerd", "/usr/sbin/dockerd", "/usr/local/bin/dockerd"}
+
+// hooks run as root on the host (createRuntime, prestart, poststart,
+// poststop) or with the runtime's rights in the container: under a policy
+// only docker's libnetwork-setkey and the operator's --hook-allow programs
+// may run; any other hook refuses the container. A hook's path is
+// replaced by the program it was checked as (no /proc/PID/exe reuse).
+func (t *tightener) hooks() error {
+	h := t.s.Hooks
+	if h == nil {
+		return nil
+	}
+	for _, list := range []struct {
+		name  string
+		hooks []specs.Hook
+	}{
+		//lint:ignore SA1019 docker 20.10 still writes prestart hooks
+		{"prestart", h.Prestart}, {"createRuntime", h.CreateRuntime}, {"createContainer", h.CreateContainer},
+		{"startContainer", h.StartContainer}, {"poststart", h.Poststart}, {"poststop", h.Poststop},
+	} {
+		for i := range list.hooks {
+			hk := &list.hooks[i]
+			prog, err := t.hookProgram(list.name, *hk)
+			if err != nil {
+				return fmt.Errorf("%w: hooks.%s: %s: %v; under policy %s a hook runs only if the runtime's --hook-allow lists its program", ErrInvalid, list.name, hk.Path, err, t.p.Name)
+			}
+			hk.Path = prog
+		}
+	}
+	return nil
+}
+
+// hookProgram returns the host program a hook runs, if it is allowed.
+func (t *tightener) hookProgram(kind string, h specs.Hook) (string, error) {
+	if !filepath.IsAbs(h.Path) {
+		return "", fmt.Errorf("not an absolute path")
+	}
+	prog, err := filepath.EvalSymlinks(h.Path)
+	if strings.HasPrefix(h.Path, "/proc/") {
+		// /proc/PID/exe: the program that process runs.
+		prog, err = os.Readlink(h.Path)
+	}
+	if err != nil {
+		return "", err
+	}
+	if slices.Contains(t.o.HookAllow, prog) {
+		return prog, nil
+	}
+	if (kind == "prestart" || kind == "createRuntime") && slices.Contains(dockerdPaths, prog) && len(h.Args) > 0 && h.Args[0] == "libnetwork-setkey" {
+		return prog, nil
+	}
+	return "", fmt.Errorf("program %s is not allowed", prog)
 }
 
 func (t *tightener) annotations() error {

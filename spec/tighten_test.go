@@ -536,3 +536,32 @@ func TestTightenPropagation(t *testing.T) {
 		}
 	}
 }
+
+// Hooks run as root on the host: under a policy only docker's
+// libnetwork-setkey (dockerd as /proc/PID/exe) and the operator's
+// HookAllow programs may run; the path becomes the program checked.
+func TestTightenHooks(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n")
+	allowed := filepath.Join(t.TempDir(), "hook")
+	os.WriteFile(allowed, []byte("#!/bin/sh\n"), 0o755)
+	opts := TightenOptions{SameNamespace: notHost, HookAllow: []string{allowed}}
+	s := engineConfig()
+	//lint:ignore SA1019 docker 20.10 still writes prestart hooks
+	s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: allowed, Args: []string{"hook"}}}, Poststop: []specs.Hook{{Path: allowed}}}
+	if _, err := Tighten(s, p, opts); err != nil {
+		t.Fatalf("allowed hook refused: %v", err)
+	}
+	for name, h := range map[string]*specs.Hooks{
+		"createRuntime shell":             {CreateRuntime: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c", "id > /tmp/pwned"}}}},
+		"poststop shell":                  {Poststop: []specs.Hook{{Path: "/bin/sh"}}},
+		"relative path":                   {Prestart: []specs.Hook{{Path: "hook"}}},
+		"another process's program":       {Prestart: []specs.Hook{{Path: "/proc/self/exe", Args: []string{"libnetwork-setkey"}}}},
+		"startContainer in the container": {StartContainer: []specs.Hook{{Path: "/bin/sh"}}},
+	} {
+		s := engineConfig()
+		s.Hooks = h
+		if _, err := Tighten(s, p, opts); err == nil || !strings.Contains(err.Error(), "hook-allow") {
+			t.Errorf("%s: err %v, want a refusal", name, err)
+		}
+	}
+}

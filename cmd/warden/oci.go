@@ -22,6 +22,7 @@ var ociGlobalFlags = []cli.Flag{
 	&cli.StringFlag{Name: "policy", Usage: "OCI face: apply the policy `FILE` to every container that does not choose one", EnvVars: []string{"WARDEN_POLICY"}},
 	&cli.StringFlag{Name: "policy-dir", Usage: "OCI face: `DIR` of NAME.toml policies a container may choose with the annotation dev.warden.policy=NAME (default " + defaultPolicyDir + " when it exists)", EnvVars: []string{"WARDEN_POLICY_DIR"}},
 	&cli.BoolFlag{Name: "allow-unconfined", Usage: "OCI face: with a policy directory, a container that selects no policy and finds no default.toml there runs as configured (without: it is refused)", EnvVars: []string{"WARDEN_ALLOW_UNCONFINED"}},
+	&cli.StringSliceFlag{Name: "hook-allow", Usage: "OCI face: a host program `PATH` a container's hooks may run under a policy (docker's own libnetwork-setkey is always allowed); other hooks refuse the container", EnvVars: []string{"WARDEN_HOOK_ALLOW"}},
 	&cli.StringSliceFlag{Name: "bind-allow", Usage: "OCI face: a host path `PATTERN` (filepath.Match) containers under a policy may bind read-only though the policy does not grant it", EnvVars: []string{"WARDEN_BIND_ALLOW"}},
 	&cli.StringSliceFlag{Name: "cap-allow", Usage: "OCI face: a capability (CAP_CHOWN) containers under a policy may keep; default none", EnvVars: []string{"WARDEN_CAP_ALLOW"}},
 }
@@ -37,9 +38,9 @@ var logFile *os.File
 // ociGlobals are the OCI face's global flag values, read once in the
 // app's Before (commands may have flags of the same names).
 var ociGlobals struct {
-	policy, policyDir   string
-	capAllow, bindAllow []string
-	allowUnconfined     bool
+	policy, policyDir              string
+	capAllow, bindAllow, hookAllow []string
+	allowUnconfined                bool
 }
 
 // setupLogging configures logrus from the global flags, once, before any
@@ -49,6 +50,7 @@ func setupLogging(cliContext *cli.Context) error {
 	ociGlobals.policyDir = cliContext.String("policy-dir")
 	ociGlobals.capAllow = cliContext.StringSlice("cap-allow")
 	ociGlobals.bindAllow = cliContext.StringSlice("bind-allow")
+	ociGlobals.hookAllow = cliContext.StringSlice("hook-allow")
 	ociGlobals.allowUnconfined = cliContext.Bool("allow-unconfined")
 	logrus.SetOutput(cliContext.App.ErrWriter)
 	if cliContext.Bool("debug") {
@@ -90,7 +92,7 @@ func logError(err error) {
 
 // ociRuntime builds the OCI face from the global flags.
 func ociRuntime(cliContext *cli.Context) (*runtime.OCI, error) {
-	o := &runtime.OCI{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow, BindAllow: ociGlobals.bindAllow, AllowUnconfined: ociGlobals.allowUnconfined}
+	o := &runtime.OCI{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow, BindAllow: ociGlobals.bindAllow, HookAllow: ociGlobals.hookAllow, AllowUnconfined: ociGlobals.allowUnconfined}
 	if !filepath.IsAbs(o.Root) {
 		abs, err := filepath.Abs(o.Root)
 		if err != nil {
@@ -114,6 +116,11 @@ func ociRuntime(cliContext *cli.Context) (*runtime.OCI, error) {
 	} else if o.PolicyDir != "" {
 		if fi, err := os.Stat(o.PolicyDir); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("--policy-dir %s: not a directory", o.PolicyDir)
+		}
+	}
+	for _, h := range o.HookAllow {
+		if !filepath.IsAbs(h) {
+			return nil, fmt.Errorf("--hook-allow %q: give the absolute path of the hook's program, such as /usr/libexec/oci/hooks.d/setup", h)
 		}
 	}
 	for _, b := range o.BindAllow {
