@@ -328,3 +328,34 @@ func TestOCIPolicyHooks(t *testing.T) {
 		t.Fatalf("the allowed hook did not run: %q %v", data, err)
 	}
 }
+
+// A container under a policy may not join an existing cgroup (a host
+// service's, another container's): libcontainer would write the policy's
+// limits over that cgroup's. A new cgroup of its own works.
+func TestOCIPolicyExistingCgroup(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := escapePolicy(t, tempDir(t), "")
+	existing := ociCgroupParent + "/exists-" + randomHex(4)
+	dir := filepath.Join("/sys/fs/cgroup/pids", existing)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	os.WriteFile(filepath.Join(dir, "pids.max"), []byte("1234"), 0o644)
+	id := "oci-" + randomHex(4)
+	b := busyboxBundle(t, id, func(s *specs.Spec) {
+		s.Process.Args = []string{"true"}
+		s.Linux.CgroupsPath = existing
+	})
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", b, id); r.Exit != 125 || !strings.Contains(r.Stderr, "exists already") {
+		t.Fatalf("existing cgroup under a policy: exit %d, %q", r.Exit, r.Stderr)
+	}
+	o.warden(t, "delete", "--force", id)
+	if data, _ := os.ReadFile(filepath.Join(dir, "pids.max")); strings.TrimSpace(string(data)) != "1234" {
+		t.Fatalf("the existing cgroup's pids.max changed: %q", data)
+	}
+	id = "oci-" + randomHex(4)
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", busyboxBundle(t, id, func(s *specs.Spec) { s.Process.Args = []string{"true"} }), id); r.Exit != 0 {
+		t.Fatalf("a new cgroup under a policy: exit %d, %q", r.Exit, r.Stderr)
+	}
+}

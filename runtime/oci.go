@@ -204,10 +204,36 @@ func absoluteBindSources(s *specs.Spec, bundle string) {
 	}
 }
 
+// checkNewCgroup refuses a container under a policy whose cgroup exists
+// already: libcontainer would join it and write the policy's limits over
+// a host cgroup's (cgroupsPath "/system.slice") or another container's.
+func checkNewCgroup(id string, s *specs.Spec, policy string) error {
+	path := s.Linux.CgroupsPath
+	if path == "" {
+		path = id
+	}
+	path = filepath.Join("/", path)
+	for _, root := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+			continue // not a cgroup hierarchy on this host
+		}
+		if path == "/" {
+			return fmt.Errorf("%w: linux.cgroupsPath %q is the root cgroup; a container under policy %s needs a cgroup of its own", spec.ErrInvalid, s.Linux.CgroupsPath, policy)
+		}
+		if _, err := os.Stat(filepath.Join(root, path)); err == nil {
+			return fmt.Errorf("%w: linux.cgroupsPath %q: cgroup %s exists already; a container under policy %s gets a new cgroup of its own, so name one that does not exist", spec.ErrInvalid, s.Linux.CgroupsPath, filepath.Join(root, path), policy)
+		}
+	}
+	return nil
+}
+
 // tighten applies the container's policy to its spec.
 func (o *OCI) tighten(id string, s *specs.Spec) (*policyRecord, error) {
 	p, file, err := o.choosePolicy(s)
 	if err != nil || p == nil {
+		return nil, err
+	}
+	if err := checkNewCgroup(id, s, p.Name); err != nil {
 		return nil, err
 	}
 	home, _ := os.UserHomeDir()
