@@ -202,6 +202,10 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 	if _, err := os.Stat(filepath.Join(other, "f")); err == nil {
 		t.Fatal("a write into an ungranted bind reached the host")
 	}
+	// docker run --init binds the host's docker-init, read-only.
+	if r := e.docker(t, "run", "--rm", "--init", "--runtime=warden-locked", "busybox", "sh", "-c", "cat /proc/1/comm; echo x > /sbin/docker-init || echo init-read-only"); r.Exit != 0 || !strings.HasPrefix(r.Stdout, "docker-init\n") || !strings.Contains(r.Stdout, "init-read-only") {
+		t.Fatalf("docker run --init under locked: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
 	// Host paths the policy does not grant cannot be bound at all, even
 	// read-only: the host's / (its /proc, /etc/shadow, cgroups beneath)
 	// and dockerd's own socket.

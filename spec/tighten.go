@@ -458,10 +458,19 @@ func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.
 // resolv.conf,mounts/shm}, containerd CRI's sandboxes/ID/{...,shm}.
 var engineFiles = []string{"hosts", "hostname", "resolv.conf", "shm", "mounts/shm"}
 
+// dockerInit are where packages put the init docker binds for --init.
+var dockerInit = []string{"/usr/bin/docker-init", "/usr/sbin/docker-init", "/usr/local/bin/docker-init", "/usr/libexec/docker/docker-init"}
+
 // engineFile reports whether a bind source is one the engine made for this
 // container (bound read-only even when the policy does not grant it), or
 // one the operator's --bind-allow patterns list.
 func (t *tightener) engineFile(src string) bool {
+	// docker run --init binds the host's docker-init (tini).
+	for _, p := range dockerInit {
+		if real, err := filepath.EvalSymlinks(p); err == nil && real == src {
+			return true
+		}
+	}
 	for _, pat := range t.o.BindAllow {
 		if ok, _ := filepath.Match(pat, src); ok {
 			return true
