@@ -359,3 +359,23 @@ func TestOCIPolicyExistingCgroup(t *testing.T) {
 		t.Fatalf("a new cgroup under a policy: exit %d, %q", r.Exit, r.Stderr)
 	}
 }
+
+// root.path naming the host's / is refused under a policy (the bundle's
+// own root works, as every other test here shows).
+func TestOCIPolicyHostRootfs(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := escapePolicy(t, tempDir(t), "")
+	id := "oci-" + randomHex(4)
+	b := busyboxBundle(t, id, func(s *specs.Spec) {
+		s.Root.Path = "/"
+		s.Process.Args = []string{"cat", "/etc/shadow"}
+	})
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", b, id); r.Exit != 125 || !strings.Contains(r.Stderr, "host's own root") || r.Stdout != "" {
+		t.Fatalf("root.path / under a policy: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	o.warden(t, "delete", "--force", id)
+	id = "oci-" + randomHex(4)
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", busyboxBundle(t, id, func(s *specs.Spec) { s.Process.Args = []string{"true"} }), id); r.Exit != 0 {
+		t.Fatalf("the bundle's own root: exit %d, %q", r.Exit, r.Stderr)
+	}
+}

@@ -307,6 +307,14 @@ func sameAsOwnNamespace(typ specs.LinuxNamespaceType, path string) (bool, error)
 // rootfs: the container's root is read-only; a private /tmp (noexec, half
 // the memory limit) is added when the config has none.
 func (t *tightener) rootfs() error {
+	if real, err := filepath.EvalSymlinks(t.s.Root.Path); err == nil && real == "/" {
+		return fmt.Errorf("%w: root.path %s is the host's own root; a container under policy %s needs its own root file system", ErrInvalid, t.s.Root.Path, t.p.Name)
+	}
+	if t.s.Linux.IntelRdt != nil {
+		// A resctrl group may be the host's or another container's.
+		t.s.Linux.IntelRdt = nil
+		t.changef("linux.intelRdt dropped")
+	}
 	if !t.s.Root.Readonly {
 		t.s.Root.Readonly = true
 		t.changef("root: made read-only")

@@ -565,3 +565,26 @@ func TestTightenHooks(t *testing.T) {
 		}
 	}
 }
+
+// The host's own / as the container's root would expose every host file
+// to the container's uid 0: refused; a root of its own is kept. A resctrl
+// group (intelRdt) is dropped.
+func TestTightenRootAndRdt(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n")
+	for _, root := range []string{"/", "/tmp/../"} {
+		s := engineConfig()
+		s.Root.Path = root
+		if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err == nil || !strings.Contains(err.Error(), "host's own root") {
+			t.Errorf("root.path %s: err %v, want a refusal", root, err)
+		}
+	}
+	s := engineConfig()
+	s.Root.Path = t.TempDir()
+	s.Linux.IntelRdt = &specs.LinuxIntelRdt{ClosID: "host-group"}
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatalf("a root of its own: %v", err)
+	}
+	if s.Linux.IntelRdt != nil {
+		t.Errorf("intelRdt kept: %+v", s.Linux.IntelRdt)
+	}
+}
