@@ -20,7 +20,7 @@ var ociGlobalFlags = []cli.Flag{
 	&cli.StringFlag{Name: "log-format", Usage: "log format: text or json", Value: "text"},
 	&cli.BoolFlag{Name: "systemd-cgroup", Usage: "use systemd cgroups (not supported: warden uses cgroupfs)"},
 	&cli.StringFlag{Name: "policy", Usage: "OCI face: apply the policy `FILE` to every container that does not choose one", EnvVars: []string{"WARDEN_POLICY"}},
-	&cli.StringFlag{Name: "policy-dir", Usage: "OCI face: `DIR` of NAME.toml policies a container may choose with the annotation dev.warden.policy=NAME (default " + defaultPolicyDir + " when it exists)", EnvVars: []string{"WARDEN_POLICY_DIR"}},
+	&cli.StringFlag{Name: "policy-dir", Usage: "OCI face: `DIR` of NAME.toml policies a container may choose with the annotation dev.warden.policy=NAME (default " + defaultPolicyDir + " when it exists and no --policy is given); a container that selects none runs under its default.toml", EnvVars: []string{"WARDEN_POLICY_DIR"}},
 	&cli.BoolFlag{Name: "allow-unconfined", Usage: "OCI face: with a policy directory, a container that selects no policy and finds no default.toml there runs as configured (without: it is refused)", EnvVars: []string{"WARDEN_ALLOW_UNCONFINED"}},
 	&cli.StringSliceFlag{Name: "hook-allow", Usage: "OCI face: a host program `PATH` a container's hooks may run under a policy (docker's own libnetwork-setkey is always allowed); other hooks refuse the container", EnvVars: []string{"WARDEN_HOOK_ALLOW"}},
 	&cli.StringSliceFlag{Name: "bind-allow", Usage: "OCI face: a host path `PATTERN` (filepath.Match) containers under a policy may bind read-only though the policy does not grant it", EnvVars: []string{"WARDEN_BIND_ALLOW"}},
