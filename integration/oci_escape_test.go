@@ -379,3 +379,31 @@ func TestOCIPolicyHostRootfs(t *testing.T) {
 		t.Fatalf("the bundle's own root: exit %d, %q", r.Exit, r.Stderr)
 	}
 }
+
+// The operator's --bind-allow lets an ungranted host folder be bound,
+// read-only; without it the same bind is refused.
+func TestOCIPolicyBindAllow(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := escapePolicy(t, tempDir(t), "")
+	extra := tempDir(t)
+	os.WriteFile(filepath.Join(extra, "f"), []byte("extra\n"), 0o644)
+	mk := func(id string) string {
+		return busyboxBundle(t, id, func(s *specs.Spec) {
+			s.Process.Args = []string{"sh", "-c", "cat /x/f; echo no > /x/f || echo write-refused"}
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/x", Type: "bind", Source: extra, Options: []string{"rbind", "rw"}})
+		})
+	}
+	id := "oci-" + randomHex(4)
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", mk(id), id); r.Exit != 125 || !strings.Contains(r.Stderr, "grants no access") {
+		t.Fatalf("ungranted bind without --bind-allow: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	o.warden(t, "delete", "--force", id)
+	id = "oci-" + randomHex(4)
+	r := o.warden(t, "--policy", policy, "--bind-allow", filepath.Dir(extra)+"/*", "run", "--bundle", mk(id), id)
+	if r.Exit != 0 || !strings.Contains(r.Stdout, "extra") || !strings.Contains(r.Stdout, "write-refused") {
+		t.Fatalf("bind listed by --bind-allow: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	if data, _ := os.ReadFile(filepath.Join(extra, "f")); string(data) != "extra\n" {
+		t.Fatalf("the allowed read-only bind was written: %q", data)
+	}
+}
