@@ -20,7 +20,12 @@ func enginePolicies(t *testing.T) (dir, grant string) {
 			t.Fatal(err)
 		}
 	}
-	write("locked", fmt.Sprintf("name = \"locked\"\n[fs]\nwrite = [%q]\n[limits]\nmemory = \"64MiB\"\npids = 32\n", grant))
+	// readable: granted for reading only (testDockerPolicy binds it).
+	readable := filepath.Join(dir, "readable")
+	if err := os.Mkdir(readable, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write("locked", fmt.Sprintf("name = \"locked\"\n[fs]\nwrite = [%q]\nread = [%q]\n[limits]\nmemory = \"64MiB\"\npids = 32\n", grant, readable))
 	write("tiny", "name = \"tiny\"\n[limits]\nmemory = \"48MiB\"\npids = 16\n")
 	return dir, grant
 }
@@ -183,7 +188,7 @@ func readCgroup(t *testing.T, controller, path, file string) string {
 }
 
 func testDockerPolicy(t *testing.T, e *engines, grant string) {
-	other := tempDir(t)
+	other := filepath.Join(e.policyDir, "readable")
 	// Under the runtime configured with the "locked" policy: the granted
 	// folder is writable, the rest (root, an ungranted bind) is not.
 	r := e.docker(t, "run", "--rm", "--runtime=warden-locked", "-v", grant+":/work", "-v", other+":/other", "busybox", "sh", "-c",
@@ -196,6 +201,20 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 	}
 	if _, err := os.Stat(filepath.Join(other, "f")); err == nil {
 		t.Fatal("a write into an ungranted bind reached the host")
+	}
+	// docker run --init binds the host's docker-init, read-only.
+	if r := e.docker(t, "run", "--rm", "--init", "--runtime=warden-locked", "busybox", "sh", "-c", "cat /proc/1/comm; echo x > /sbin/docker-init || echo init-read-only"); r.Exit != 0 || !strings.HasPrefix(r.Stdout, "docker-init\n") || !strings.Contains(r.Stdout, "init-read-only") {
+		t.Fatalf("docker run --init under locked: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	// Host paths the policy does not grant cannot be bound at all, even
+	// read-only: the host's / (its /proc, /etc/shadow, cgroups beneath)
+	// and dockerd's own socket.
+	for _, v := range []string{"/:/host", e.dockerSock + ":/docker.sock"} {
+		r := e.docker(t, "run", "--rm", "--runtime=warden-locked", "-v", v, "busybox", "sh", "-c",
+			"P=$(cat /host/proc/sys/kernel/core_pattern) && echo \"$P\" > /host/proc/sys/kernel/core_pattern && echo HOST-WRITABLE; head -c1 /host/etc/shadow && echo SHADOW-READABLE")
+		if r.Exit == 0 || strings.Contains(r.Stdout, "WRITABLE") || strings.Contains(r.Stdout, "READABLE") || !strings.Contains(r.Stderr, "grants no access") {
+			t.Fatalf("docker run -v %s under locked: exit %d, %q %q", v, r.Exit, r.Stdout, r.Stderr)
+		}
 	}
 	// Syscalls and capabilities: the reference runc allows memfd_create
 	// and gives docker's default capabilities; the policy takes both away,

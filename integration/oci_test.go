@@ -542,7 +542,7 @@ func TestOCIPolicy(t *testing.T) {
 	o := newOCIEnv(t)
 	grant, other := tempDir(t), tempDir(t)
 	policy := filepath.Join(tempDir(t), "p.toml")
-	os.WriteFile(policy, []byte(fmt.Sprintf("name = \"p\"\n[fs]\nwrite = [%q]\n[limits]\nmemory = \"64MiB\"\npids = 20\n", grant)), 0o644)
+	os.WriteFile(policy, []byte(fmt.Sprintf("name = \"p\"\n[fs]\nwrite = [%q]\nread = [%q]\n[limits]\nmemory = \"64MiB\"\npids = 20\n", grant, other)), 0o644)
 	script := "echo w > /work/f && echo granted; echo x > /other/f || echo other-refused; echo x > /etc/x || echo root-refused; grep CapEff /proc/self/status"
 	mk := func(id string) string {
 		return busyboxBundle(t, id, func(s *specs.Spec) {

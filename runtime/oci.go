@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,7 +44,22 @@ type OCI struct {
 	PolicyDir string
 	// CapAllow lists the capabilities a container under a policy may keep.
 	CapAllow []string
+	// AllowUnconfined lets a container that selects no policy run as
+	// configured when a PolicyDir is set but holds no default.toml;
+	// without it such a container is refused (fail closed).
+	AllowUnconfined bool
+	// HookAllow are host programs a container's hooks may run under a
+	// policy, besides docker's own.
+	HookAllow []string
+	// BindAllow are host path patterns (filepath.Match) a container under
+	// a policy may bind read-only though its policy does not grant them.
+	BindAllow []string
 }
+
+// DefaultPolicyName is the policy (DefaultPolicyName.toml in the policy
+// directory) of a container that selects none, when the runtime has no
+// --policy.
+const DefaultPolicyName = "default"
 
 // AnnotationSelect chooses a container's policy from the operator's policy
 // directory by name.
@@ -135,7 +151,22 @@ var policyNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 func (o *OCI) choosePolicy(s *specs.Spec) (*policies.Policy, string, error) {
 	name, selected := s.Annotations[AnnotationSelect]
 	if !selected {
-		return o.Policy, o.PolicyFile, nil
+		if o.Policy != nil || o.PolicyDir == "" {
+			return o.Policy, o.PolicyFile, nil
+		}
+		// A policy directory without --policy: its default.toml, else
+		// nothing runs unless the operator allows unconfined containers.
+		file := filepath.Join(o.PolicyDir, DefaultPolicyName+".toml")
+		p, err := policies.Load(file)
+		switch {
+		case err == nil:
+			return p, file, nil
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, "", err
+		case o.AllowUnconfined:
+			return nil, "", nil
+		}
+		return nil, "", fmt.Errorf("no policy for this container: it selects none (annotation %s=NAME), the runtime has no --policy, and %s has no %s.toml; add that file, or configure --policy FILE, or --allow-unconfined to run such containers as configured", AnnotationSelect, o.PolicyDir, DefaultPolicyName)
 	}
 	if o.PolicyDir == "" {
 		if o.Policy != nil && name == o.Policy.Name {
@@ -160,16 +191,58 @@ func (o *OCI) choosePolicy(s *specs.Spec) (*policies.Policy, string, error) {
 	return p, file, nil
 }
 
+// absoluteBindSources resolves relative bind sources against the bundle,
+// as runc does (it runs from the bundle): the policy must check the
+// folder that is mounted, not one relative to warden's own directory.
+func absoluteBindSources(s *specs.Spec, bundle string) {
+	for i := range s.Mounts {
+		m := &s.Mounts[i]
+		bind := m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind")
+		if bind && m.Source != "" && !filepath.IsAbs(m.Source) {
+			m.Source = filepath.Join(bundle, m.Source)
+		}
+	}
+}
+
+// checkNewCgroup refuses a container under a policy whose cgroup exists
+// already: libcontainer would join it and write the policy's limits over
+// a host cgroup's (cgroupsPath "/system.slice") or another container's.
+func checkNewCgroup(id string, s *specs.Spec, policy string) error {
+	path := s.Linux.CgroupsPath
+	if path == "" {
+		path = id
+	}
+	path = filepath.Join("/", path)
+	for _, root := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+			continue // not a cgroup hierarchy on this host
+		}
+		if path == "/" {
+			return fmt.Errorf("%w: linux.cgroupsPath %q is the root cgroup; a container under policy %s needs a cgroup of its own", spec.ErrInvalid, s.Linux.CgroupsPath, policy)
+		}
+		if _, err := os.Stat(filepath.Join(root, path)); err == nil {
+			return fmt.Errorf("%w: linux.cgroupsPath %q: cgroup %s exists already; a container under policy %s gets a new cgroup of its own, so name one that does not exist", spec.ErrInvalid, s.Linux.CgroupsPath, filepath.Join(root, path), policy)
+		}
+	}
+	return nil
+}
+
 // tighten applies the container's policy to its spec.
-func (o *OCI) tighten(s *specs.Spec) (*policyRecord, error) {
+func (o *OCI) tighten(id string, s *specs.Spec) (*policyRecord, error) {
 	p, file, err := o.choosePolicy(s)
 	if err != nil || p == nil {
+		return nil, err
+	}
+	if err := checkNewCgroup(id, s, p.Name); err != nil {
 		return nil, err
 	}
 	home, _ := os.UserHomeDir()
 	changes, err := spec.Tighten(s, p, spec.TightenOptions{
 		Vars:         policies.Vars{SkillDir: filepath.Dir(file), Home: home},
 		Capabilities: o.CapAllow,
+		ID:           id,
+		BindAllow:    o.BindAllow,
+		HookAllow:    o.HookAllow,
 	})
 	if err != nil {
 		return nil, err
@@ -218,7 +291,8 @@ func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
 	if !filepath.IsAbs(s.Root.Path) {
 		s.Root.Path = filepath.Join(bundle, s.Root.Path)
 	}
-	rec, err := o.tighten(s)
+	absoluteBindSources(s, bundle)
+	rec, err := o.tighten(opts.ID, s)
 	if err != nil {
 		return -1, err
 	}

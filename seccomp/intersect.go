@@ -31,8 +31,14 @@ func Intersect(w, c *specs.LinuxSeccomp) *specs.LinuxSeccomp {
 				kept.Names = append(kept.Names, name)
 			default:
 				for _, cs := range conds {
+					args, ok := andArgs(r.Args, cs)
+					if !ok {
+						// Not expressible with one comparison per
+						// argument: this allowance is left out (denied).
+						continue
+					}
 					out.Syscalls = append(out.Syscalls, specs.LinuxSyscall{
-						Names: []string{name}, Action: specs.ActAllow, Args: andArgs(r.Args, cs),
+						Names: []string{name}, Action: specs.ActAllow, Args: args,
 					})
 				}
 			}
@@ -79,23 +85,53 @@ func permits(c *specs.LinuxSeccomp, name string) (allowed bool, conds [][]specs.
 	return true, allows
 }
 
-// andArgs joins two conjunctions of argument comparisons. Two "no bit of
-// mask set" tests on one argument become one with both masks, which is
-// the same condition and keeps one comparison per argument.
-func andArgs(a, b []specs.LinuxSeccompArg) []specs.LinuxSeccompArg {
-	out := slices.Clone(a)
-	for _, y := range b {
-		merged := false
-		for i, x := range out {
-			if x.Index == y.Index && x.Op == specs.OpMaskedEqual && y.Op == specs.OpMaskedEqual && x.ValueTwo == 0 && y.ValueTwo == 0 {
-				out[i].Value |= y.Value
-				merged = true
-				break
-			}
-		}
-		if !merged {
+// andArgs joins two conjunctions of argument comparisons into one with at
+// most one comparison per argument: libcontainer adds a rule's comparisons
+// on the same argument as separate rules, so "a and b" on one argument
+// would become "a or b". Comparisons it cannot join exactly make ok false
+// (the caller then denies). Exact joins: identical comparisons; two "no
+// bit of mask set" tests (one test with both masks); an equality with any
+// other comparison (the equality if the value passes the other, else
+// nothing can match: ok false, which denies exactly that).
+func andArgs(a, b []specs.LinuxSeccompArg) (out []specs.LinuxSeccompArg, ok bool) {
+	for _, y := range append(slices.Clone(a), b...) {
+		i := slices.IndexFunc(out, func(x specs.LinuxSeccompArg) bool { return x.Index == y.Index })
+		if i < 0 {
 			out = append(out, y)
+			continue
+		}
+		x := out[i]
+		switch {
+		case x == y:
+		case x.Op == specs.OpMaskedEqual && y.Op == specs.OpMaskedEqual && x.ValueTwo == 0 && y.ValueTwo == 0:
+			out[i].Value |= y.Value
+		case x.Op == specs.OpEqualTo && holds(y, x.Value):
+		case y.Op == specs.OpEqualTo && holds(x, y.Value):
+			out[i] = y
+		default:
+			return nil, false
 		}
 	}
-	return out
+	return out, true
+}
+
+// holds reports whether the value v passes comparison c.
+func holds(c specs.LinuxSeccompArg, v uint64) bool {
+	switch c.Op {
+	case specs.OpEqualTo:
+		return v == c.Value
+	case specs.OpNotEqual:
+		return v != c.Value
+	case specs.OpLessThan:
+		return v < c.Value
+	case specs.OpLessEqual:
+		return v <= c.Value
+	case specs.OpGreaterThan:
+		return v > c.Value
+	case specs.OpGreaterEqual:
+		return v >= c.Value
+	case specs.OpMaskedEqual:
+		return v&c.Value == c.ValueTwo
+	}
+	return false
 }

@@ -67,3 +67,60 @@ func TestIntersectMergesMasks(t *testing.T) {
 		t.Fatalf("merged mask %#x lacks one side's bits", c.Value)
 	}
 }
+
+// libcontainer adds a rule's comparisons on one argument as separate
+// rules (an OR): Intersect never emits two comparisons on one argument.
+// What joins exactly is kept (an equality with a comparison it passes,
+// conditions on different arguments); what does not is denied.
+func TestIntersectOneComparisonPerArgument(t *testing.T) {
+	allow := func(name string, args ...specs.LinuxSeccompArg) specs.LinuxSyscall {
+		return specs.LinuxSyscall{Names: []string{name}, Action: specs.ActAllow, Args: args}
+	}
+	c := &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, Syscalls: []specs.LinuxSyscall{
+		// clone with flags >= 0 would re-allow CLONE_NEWUSER as an OR.
+		allow("clone", specs.LinuxSeccompArg{Index: 0, Value: 0, Op: specs.OpGreaterEqual}),
+		// socket family != AF_VSOCK: every warden family passes it.
+		allow("socket", specs.LinuxSeccompArg{Index: 0, Value: 40, Op: specs.OpNotEqual}),
+		// socketpair only with type SOCK_STREAM: another argument, ANDed.
+		allow("socketpair", specs.LinuxSeccompArg{Index: 1, Value: 1, Op: specs.OpEqualTo}),
+		// personality: two comparisons on one argument in the config itself.
+		allow("personality", specs.LinuxSeccompArg{Index: 0, Value: 0x10, Op: specs.OpGreaterThan}, specs.LinuxSeccompArg{Index: 0, Value: 0x1000, Op: specs.OpLessThan}),
+	}}
+	out := Intersect(Default(), c)
+	for _, r := range out.Syscalls {
+		seen := map[uint]bool{}
+		for _, a := range r.Args {
+			if seen[a.Index] && r.Action == specs.ActAllow {
+				t.Errorf("%v: two comparisons on argument %d: %+v", r.Names, a.Index, r.Args)
+			}
+			seen[a.Index] = true
+		}
+	}
+	if got, conds := allowedFor(out, "clone"); got != "none" {
+		t.Errorf("clone: %s %+v, want denied (the conditions do not join exactly)", got, conds)
+	}
+	if got, _ := allowedFor(out, "personality"); got != "none" {
+		t.Errorf("personality: %s, want denied", got)
+	}
+	// The allowed half: joins that are exact keep the syscall.
+	got, conds := allowedFor(out, "socket")
+	if got != "some" || len(conds) != 4 {
+		t.Fatalf("socket: %s %+v, want warden's four families", got, conds)
+	}
+	for _, cs := range conds {
+		if len(cs) != 1 || cs[0].Op != specs.OpEqualTo || cs[0].Value == 40 {
+			t.Errorf("socket condition %+v, want one equality on a warden family", cs)
+		}
+	}
+	got, conds = allowedFor(out, "socketpair")
+	if got != "some" || len(conds) != 4 || len(conds[0]) != 2 {
+		t.Fatalf("socketpair: %s %+v, want family and type both required", got, conds)
+	}
+	// An equality the other side's comparison refuses matches nothing.
+	eqOut := Intersect(Default(), &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, Syscalls: []specs.LinuxSyscall{
+		allow("socket", specs.LinuxSeccompArg{Index: 0, Value: afUnix, Op: specs.OpEqualTo}),
+	}})
+	if got, conds := allowedFor(eqOut, "socket"); got != "some" || len(conds) != 1 || conds[0][0].Value != afUnix {
+		t.Errorf("socket limited to AF_UNIX by the config: %s %+v", got, conds)
+	}
+}

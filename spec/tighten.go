@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,6 +31,15 @@ type TightenOptions struct {
 	// runtime's own (the host's) namespaces, or an error when it cannot
 	// tell; nil compares with /proc/self/ns.
 	SameNamespace func(typ specs.LinuxNamespaceType, path string) (bool, error)
+	// ID is the container's id: the files an engine makes for it (docker's
+	// hosts, resolv.conf...) live in a folder of that name.
+	ID string
+	// HookAllow are host programs (absolute paths) the operator lets a
+	// container's hooks run, besides docker's own libnetwork-setkey.
+	HookAllow []string
+	// BindAllow are the operator's patterns (filepath.Match) of host paths
+	// a container may bind read-only though the policy does not grant them.
+	BindAllow []string
 }
 
 // Tighten applies a policy to an incoming OCI config (an engine's
@@ -61,6 +71,7 @@ func Tighten(s *specs.Spec, p *policies.Policy, o TightenOptions) ([]string, err
 		t.devices,
 		t.resources,
 		t.seccomp,
+		t.hooks,
 		t.annotations,
 	}
 	for _, step := range steps {
@@ -169,8 +180,12 @@ func TightenProcess(p *specs.Process, allowed []string, changef func(string, ...
 		p.NoNewPrivileges = true
 		changef("process: noNewPrivileges set")
 	}
+	tightenScheduling(p, changef)
 	if p.Capabilities == nil {
-		return
+		// libcontainer leaves a process without a capabilities object
+		// with the runtime's own (all of them): nil means none here.
+		p.Capabilities = &specs.LinuxCapabilities{}
+		changef("process: no capabilities given; every set made empty (not the runtime's own)")
 	}
 	keep := func(set string, caps []string) []string {
 		out := []string{}
@@ -191,14 +206,61 @@ func TightenProcess(p *specs.Process, allowed []string, changef func(string, ...
 	c.Ambient = keep("ambient", c.Ambient)
 }
 
-// namespaces: the container gets its own mount, pid, ipc, uts and cgroup
-// namespaces, and its own network namespace unless the policy allows
-// network; joining one of the host's own namespaces by path is refused.
-// Joining another container's namespace (a Kubernetes pod's) is kept.
+// tightenScheduling takes away what would let a process run ahead of the
+// host's: real-time or deadline scheduling, a negative nice, real-time I/O
+// priority, a negative OOM score (the host's processes would be killed
+// first), and rlimits that allow real-time priority or a negative nice.
+func tightenScheduling(p *specs.Process, changef func(string, ...any)) {
+	if sc := p.Scheduler; sc != nil {
+		switch sc.Policy {
+		case specs.SchedFIFO, specs.SchedRR, specs.SchedDeadline:
+			p.Scheduler = nil
+			changef("process: scheduler %s dropped (real-time)", sc.Policy)
+		default:
+			if sc.Nice < 0 {
+				sc.Nice = 0
+				changef("process: negative nice raised to 0")
+			}
+		}
+	}
+	if p.IOPriority != nil && p.IOPriority.Class == specs.IOPRIO_CLASS_RT {
+		p.IOPriority = nil
+		changef("process: real-time I/O priority dropped")
+	}
+	if p.OOMScoreAdj != nil && *p.OOMScoreAdj < 0 {
+		zero := 0
+		p.OOMScoreAdj = &zero
+		changef("process: negative oomScoreAdj raised to 0")
+	}
+	// RLIMIT_RTPRIO 0: no real-time priority; RLIMIT_NICE 20: no nice
+	// below 0 (the limit is 20 minus the lowest nice allowed).
+	ceiling := map[string]uint64{"RLIMIT_RTPRIO": 0, "RLIMIT_RTTIME": 0, "RLIMIT_NICE": 20}
+	for i := range p.Rlimits {
+		r := &p.Rlimits[i]
+		max, ok := ceiling[r.Type]
+		if !ok || r.Hard <= max && r.Soft <= max {
+			continue
+		}
+		r.Hard, r.Soft = min(r.Hard, max), min(r.Soft, max)
+		changef("process: %s lowered to %d", r.Type, max)
+	}
+}
+
+// namespaces: the container gets its own mount, pid, ipc, uts, cgroup and
+// network namespaces (a policy that allows network still never shares
+// the host's: its ports, loopback services and interfaces); joining one of
+// the host's own namespaces by path is refused. Joining another
+// container's namespace (a Kubernetes pod's) is kept. Host network
+// devices moved into the container (linux.netDevices) are refused.
 func (t *tightener) namespaces() error {
-	need := []specs.LinuxNamespaceType{specs.MountNamespace, specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.CgroupNamespace}
-	if len(t.p.Network.Allow) == 0 {
-		need = append(need, specs.NetworkNamespace)
+	need := []specs.LinuxNamespaceType{specs.MountNamespace, specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.CgroupNamespace, specs.NetworkNamespace}
+	if len(t.s.Linux.NetDevices) > 0 {
+		names := make([]string, 0, len(t.s.Linux.NetDevices))
+		for n := range t.s.Linux.NetDevices {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return fmt.Errorf("%w: linux.netDevices: moving the host's network devices (%s) into a container is not allowed under policy %s; remove them and use the engine's network", ErrInvalid, strings.Join(names, ", "), t.p.Name)
 	}
 	for _, ns := range t.s.Linux.Namespaces {
 		if ns.Path == "" {
@@ -245,9 +307,23 @@ func sameAsOwnNamespace(typ specs.LinuxNamespaceType, path string) (bool, error)
 // rootfs: the container's root is read-only; a private /tmp (noexec, half
 // the memory limit) is added when the config has none.
 func (t *tightener) rootfs() error {
+	if real, err := filepath.EvalSymlinks(t.s.Root.Path); err == nil && real == "/" {
+		return fmt.Errorf("%w: root.path %s is the host's own root; a container under policy %s needs its own root file system", ErrInvalid, t.s.Root.Path, t.p.Name)
+	}
+	if t.s.Linux.IntelRdt != nil {
+		// A resctrl group may be the host's or another container's.
+		t.s.Linux.IntelRdt = nil
+		t.changef("linux.intelRdt dropped")
+	}
 	if !t.s.Root.Readonly {
 		t.s.Root.Readonly = true
 		t.changef("root: made read-only")
+	}
+	// Shared propagation would carry mounts made in the container (and
+	// runc's own beneath the root) to the host.
+	if pr := t.s.Linux.RootfsPropagation; pr == "shared" || pr == "rshared" {
+		t.s.Linux.RootfsPropagation = "rslave"
+		t.changef("root: propagation %s made rslave", pr)
 	}
 	if !slices.ContainsFunc(t.s.Mounts, func(m specs.Mount) bool { return filepath.Clean(m.Destination) == "/tmp" }) {
 		t.s.Mounts = append(t.s.Mounts, specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
@@ -262,10 +338,13 @@ func (t *tightener) rootfs() error {
 var kernelFS = map[string]bool{"proc": false, "tmpfs": false, "devpts": false, "mqueue": false, "sysfs": true, "cgroup": true, "cgroup2": true}
 
 // mounts: a bind's host source is checked against the policy's fs rules:
-// denied -> refused; write grant -> writable but noexec,nosuid,nodev;
-// anything else -> read-only. Denied and read-only paths beneath a bind
-// are masked or made read-only inside. Other file systems: only the
-// kernel's virtual ones, writable ones noexec,nosuid,nodev.
+// denied or not granted at all -> refused (except the few files the
+// engine itself made for this container); write grant -> writable but
+// noexec,nosuid,nodev down the whole tree; anything else -> read-only down
+// the whole tree. Denied and read-only paths beneath a bind are masked or
+// made read-only inside. Other file systems: only the kernel's virtual
+// ones, procfs only at /proc, writable ones noexec,nosuid,nodev. Options
+// that would undo these (rw, exec, suid, dev, shared...) are removed.
 func (t *tightener) mounts() error {
 	exp, err := expandLenient(t.p, t.o.Vars)
 	if err != nil {
@@ -274,30 +353,44 @@ func (t *tightener) mounts() error {
 	rules := exp.Rules()
 	for i := range t.s.Mounts {
 		m := &t.s.Mounts[i]
+		before := slices.Clone(m.Options)
 		if isBind(*m) {
 			if err := t.bind(m, exp, rules); err != nil {
 				return err
 			}
-			continue
+		} else if err := t.kernelMount(m); err != nil {
+			return err
 		}
-		ro, ok := kernelFS[m.Type]
-		if !ok {
-			return fmt.Errorf("%w: mounts: %s of type %q is not allowed under policy %s; use a bind mount of a folder the policy grants", ErrInvalid, m.Destination, m.Type, t.p.Name)
+		m.Options = removeOptions(m.Options, "shared", "rshared")
+		if !slices.Equal(before, m.Options) {
+			t.changef("mounts: %s options %v -> %v", m.Destination, before, m.Options)
 		}
-		if ro && !slices.Contains(m.Options, "ro") {
-			m.Options = setRO(m.Options)
-			t.changef("mounts: %s (%s) made read-only", m.Destination, m.Type)
+	}
+	return nil
+}
+
+func (t *tightener) kernelMount(m *specs.Mount) error {
+	ro, ok := kernelFS[m.Type]
+	if !ok {
+		return fmt.Errorf("%w: mounts: %s of type %q is not allowed under policy %s; use a bind mount of a folder the policy grants", ErrInvalid, m.Destination, m.Type, t.p.Name)
+	}
+	if m.Type == "proc" && filepath.Clean(m.Destination) != "/proc" {
+		return fmt.Errorf("%w: mounts: a proc file system at %s is not allowed under policy %s: only the one at /proc has its kernel settings masked and read-only; remove the mount", ErrInvalid, m.Destination, t.p.Name)
+	}
+	if ro {
+		m.Options = forceOptions(m.Options, "ro")
+	}
+	switch {
+	case m.Type == "proc":
+		m.Options = forceOptions(m.Options, "nosuid", "nodev", "noexec")
+	case !ro:
+		m.Options = forceOptions(m.Options, "nosuid")
+		// /dev and /dev/pts hold the device nodes a container needs.
+		if m.Type != "devpts" && filepath.Clean(m.Destination) != "/dev" {
+			m.Options = forceOptions(m.Options, "nodev")
 		}
-		if !ro && m.Type != "proc" {
-			m.Options = addOptions(m.Options, "nosuid")
-			// /dev and /dev/pts hold the device nodes a container needs.
-			if m.Type != "devpts" && filepath.Clean(m.Destination) != "/dev" {
-				m.Options = addOptions(m.Options, "nodev")
-			}
-			if m.Type == "tmpfs" && !slices.Contains(m.Options, "noexec") {
-				m.Options = addOptions(m.Options, "noexec")
-				t.changef("mounts: %s (tmpfs) made noexec", m.Destination)
-			}
+		if m.Type == "tmpfs" {
+			m.Options = forceOptions(m.Options, "noexec")
 		}
 	}
 	return nil
@@ -308,6 +401,11 @@ func isBind(m specs.Mount) bool {
 }
 
 func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.Rule) error {
+	if !filepath.IsAbs(m.Source) {
+		// The runtime resolves a relative source against the bundle
+		// first; one left relative would be checked from elsewhere.
+		return fmt.Errorf("%w: mounts: %s: relative source %s; give an absolute path", ErrInvalid, m.Destination, m.Source)
+	}
 	src, err := filepath.EvalSymlinks(m.Source)
 	if err != nil {
 		return fmt.Errorf("%w: mounts: %s: source %s: %v", ErrInvalid, m.Destination, m.Source, err)
@@ -315,6 +413,24 @@ func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.
 	// Mount what was checked: a symlink swapped after this check cannot
 	// redirect the mount.
 	m.Source = src
+	access := exp.AccessAt(src)
+	denied := access == policies.AccessNone && slices.ContainsFunc(exp.FS.Deny, func(d string) bool {
+		_, ok := under(src, d)
+		return ok
+	})
+	if denied {
+		return fmt.Errorf("%w: mounts: %s: the policy %s denies %s; remove the mount", ErrInvalid, m.Destination, t.p.Name, src)
+	}
+	if access == policies.AccessNone && !t.engineFile(src) {
+		return fmt.Errorf("%w: mounts: %s: the policy %s grants no access to %s; grant it in [fs] read or write, or remove the mount", ErrInvalid, m.Destination, t.p.Name, src)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(src, &st); err != nil {
+		return fmt.Errorf("%w: mounts: %s: source %s: %v", ErrInvalid, m.Destination, src, err)
+	}
+	if kind := st.Mode & unix.S_IFMT; (kind == unix.S_IFSOCK || kind == unix.S_IFCHR || kind == unix.S_IFBLK) && access != policies.AccessWrite {
+		return fmt.Errorf("%w: mounts: %s: %s is a socket or device, which read-only does not protect; the policy %s must grant it for writing, or remove the mount", ErrInvalid, m.Destination, src, t.p.Name)
+	}
 	// Read-only and denied rules strictly below the source are applied
 	// inside the container at the matching place.
 	for _, r := range rules {
@@ -335,30 +451,59 @@ func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.
 			}
 		}
 	}
-	access := exp.AccessAt(src)
-	denied := access == policies.AccessNone && slices.ContainsFunc(exp.FS.Deny, func(d string) bool {
-		_, ok := under(src, d)
-		return ok
-	})
-	switch {
-	case denied:
-		return fmt.Errorf("%w: mounts: %s: the policy %s denies %s; remove the mount", ErrInvalid, m.Destination, t.p.Name, src)
-	case access == policies.AccessWrite:
-		if !slices.Contains(m.Options, "ro") {
-			before := len(m.Options)
-			m.Options = addOptions(m.Options, "nosuid", "nodev", "noexec")
-			if len(m.Options) != before {
-				t.changef("mounts: %s (granted for writing) made noexec,nosuid,nodev", m.Destination)
-			}
-		}
-	default:
-		if !slices.Contains(m.Options, "ro") {
-			m.Options = setRO(m.Options)
-			t.changef("mounts: %s made read-only (%s is not granted for writing by policy %s)", m.Destination, src, t.p.Name)
-		}
-		m.Options = addOptions(m.Options, "nosuid", "nodev")
+	// The recursive forms (mount_setattr) cover the mounts beneath an
+	// rbind's source too, which the plain ones leave alone.
+	if access == policies.AccessWrite {
+		m.Options = forceOptions(m.Options, "nosuid", "nodev", "noexec", "rnosuid", "rnodev", "rnoexec")
+	} else {
+		m.Options = forceOptions(m.Options, "ro", "rro", "nosuid", "nodev", "rnosuid", "rnodev")
 	}
 	return nil
+}
+
+// engineFiles are the files and folders an engine makes for one container
+// in a folder named after it: docker's containers/ID/{hosts,hostname,
+// resolv.conf,mounts/shm}, containerd CRI's sandboxes/ID/{...,shm}.
+var engineFiles = []string{"hosts", "hostname", "resolv.conf", "shm", "mounts/shm"}
+
+// dockerInit are where packages put the init docker binds for --init.
+var dockerInit = []string{"/usr/bin/docker-init", "/usr/sbin/docker-init", "/usr/local/bin/docker-init", "/usr/libexec/docker/docker-init"}
+
+// engineFile reports whether a bind source is one the engine made for this
+// container (bound read-only even when the policy does not grant it), or
+// one the operator's --bind-allow patterns list.
+func (t *tightener) engineFile(src string) bool {
+	// docker run --init binds the host's docker-init (tini).
+	for _, p := range dockerInit {
+		if real, err := filepath.EvalSymlinks(p); err == nil && real == src {
+			return true
+		}
+	}
+	for _, pat := range t.o.BindAllow {
+		if ok, _ := filepath.Match(pat, src); ok {
+			return true
+		}
+	}
+	ids := []string{}
+	if t.o.ID != "" {
+		ids = append(ids, t.o.ID)
+	}
+	// A Kubernetes container's files are its pod sandbox's.
+	if sb := t.s.Annotations["io.kubernetes.cri.sandbox-id"]; sb != "" {
+		ids = append(ids, sb)
+	}
+	for _, id := range ids {
+		if len(id) < 12 || strings.ContainsAny(id, "/.") {
+			continue
+		}
+		for _, f := range engineFiles {
+			dir := strings.TrimSuffix(src, "/"+f)
+			if dir != src && filepath.Base(dir) == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // expandLenient places the policy's fs rules on the host, leaving out
@@ -383,23 +528,26 @@ func expandLenient(p *policies.Policy, v policies.Vars) (*policies.Policy, error
 	return q.Expand(v)
 }
 
-func setRO(opts []string) []string {
-	out := []string{"ro"}
-	for _, o := range opts {
-		if o != "rw" && o != "ro" {
-			out = append(out, o)
-		}
-	}
-	return out
+// opposite lists, for each option Tighten sets, the ones that undo it;
+// libcontainer applies options in order, so a later one would win.
+var opposite = map[string][]string{
+	"ro": {"rw"}, "rro": {"rrw"},
+	"nosuid": {"suid"}, "rnosuid": {"rsuid"},
+	"nodev": {"dev"}, "rnodev": {"rdev"},
+	"noexec": {"exec"}, "rnoexec": {"rexec"},
 }
 
-func addOptions(opts []string, add ...string) []string {
-	for _, a := range add {
-		if !slices.Contains(opts, a) {
-			opts = append(opts, a)
-		}
+// forceOptions removes each option's opposites and puts the option last.
+func forceOptions(opts []string, set ...string) []string {
+	for _, o := range set {
+		opts = removeOptions(opts, append([]string{o}, opposite[o]...)...)
+		opts = append(opts, o)
 	}
 	return opts
+}
+
+func removeOptions(opts []string, drop ...string) []string {
+	return slices.DeleteFunc(slices.Clone(opts), func(o string) bool { return slices.Contains(drop, o) })
 }
 
 // containerMasked are masked and read-only in every container under a
@@ -535,6 +683,23 @@ func ClampResources(r *specs.LinuxResources, l policies.Limits, changef func(str
 		changef("resources: cpu quota %d/%d (the policy's %g cores)", quota, period, l.CPU)
 	}
 	r.CPU.Period, r.CPU.Quota = &period, &quota
+	if r.CPU.RealtimeRuntime != nil || r.CPU.RealtimePeriod != nil {
+		r.CPU.RealtimeRuntime, r.CPU.RealtimePeriod = nil, nil
+		changef("resources: cpu real-time runtime and period dropped")
+	}
+	// cgroup v2 keys written after memory, pids and cpu would override
+	// them ("memory.max": "max"): none are kept.
+	if len(r.Unified) > 0 {
+		r.Unified = nil
+		changef("resources: unified (cgroup v2 files) dropped")
+	}
+	// Huge pages are not counted in the memory limit: none.
+	for i := range r.HugepageLimits {
+		if r.HugepageLimits[i].Limit != 0 {
+			r.HugepageLimits[i].Limit = 0
+			changef("resources: hugepage limit %s set to 0", r.HugepageLimits[i].Pagesize)
+		}
+	}
 }
 
 // seccomp: a syscall is allowed only when both warden's profile for the
@@ -549,6 +714,63 @@ func (t *tightener) seccomp() error {
 	}
 	t.s.Linux.Seccomp = w
 	return nil
+}
+
+// dockerdPaths are where a Debian or Docker package puts dockerd; its
+// prestart hook (Path /proc/PID/exe, args libnetwork-setkey ...) connects
+// the container to docker's network.
+var dockerdPaths = []string{"/usr/bin/dockerd", "/usr/sbin/dockerd", "/usr/local/bin/dockerd"}
+
+// hooks run as root on the host (createRuntime, prestart, poststart,
+// poststop) or with the runtime's rights in the container: under a policy
+// only docker's libnetwork-setkey and the operator's --hook-allow programs
+// may run; any other hook refuses the container. A hook's path is
+// replaced by the program it was checked as (no /proc/PID/exe reuse).
+func (t *tightener) hooks() error {
+	h := t.s.Hooks
+	if h == nil {
+		return nil
+	}
+	for _, list := range []struct {
+		name  string
+		hooks []specs.Hook
+	}{
+		//lint:ignore SA1019 docker 20.10 still writes prestart hooks
+		{"prestart", h.Prestart}, {"createRuntime", h.CreateRuntime}, {"createContainer", h.CreateContainer},
+		{"startContainer", h.StartContainer}, {"poststart", h.Poststart}, {"poststop", h.Poststop},
+	} {
+		for i := range list.hooks {
+			hk := &list.hooks[i]
+			prog, err := t.hookProgram(list.name, *hk)
+			if err != nil {
+				return fmt.Errorf("%w: hooks.%s: %s: %v; under policy %s a hook runs only if the runtime's --hook-allow lists its program", ErrInvalid, list.name, hk.Path, err, t.p.Name)
+			}
+			hk.Path = prog
+		}
+	}
+	return nil
+}
+
+// hookProgram returns the host program a hook runs, if it is allowed.
+func (t *tightener) hookProgram(kind string, h specs.Hook) (string, error) {
+	if !filepath.IsAbs(h.Path) {
+		return "", fmt.Errorf("not an absolute path")
+	}
+	prog, err := filepath.EvalSymlinks(h.Path)
+	if strings.HasPrefix(h.Path, "/proc/") {
+		// /proc/PID/exe: the program that process runs.
+		prog, err = os.Readlink(h.Path)
+	}
+	if err != nil {
+		return "", err
+	}
+	if slices.Contains(t.o.HookAllow, prog) {
+		return prog, nil
+	}
+	if (kind == "prestart" || kind == "createRuntime") && slices.Contains(dockerdPaths, prog) && len(h.Args) > 0 && h.Args[0] == "libnetwork-setkey" {
+		return prog, nil
+	}
+	return "", fmt.Errorf("program %s is not allowed", prog)
 }
 
 func (t *tightener) annotations() error {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/warden-sandbox/warden/policies"
@@ -68,7 +70,7 @@ func TestTightenProcessAndNamespaces(t *testing.T) {
 	}{
 		{"no capabilities allowed", nil, "", []string{}, true},
 		{"only allowed ones kept", []string{"CAP_CHOWN", "CAP_KILL"}, "", []string{"CAP_CHOWN"}, true},
-		{"network allowed keeps the engine's network", nil, "[network]\nallow = [\"example.com:443\"]\n", []string{}, false},
+		{"network allowed still gets its own network namespace", nil, "[network]\nallow = [\"example.com:443\"]\n", []string{}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := engineConfig()
@@ -134,7 +136,7 @@ func TestTightenMounts(t *testing.T) {
 	os.Symlink(secret, link)
 	p := mustPolicy(t, "name = \"t\"\n[fs]\nwrite = [\""+work+"\"]\nread = [\""+ro+"\", \""+home+"\"]\ndeny = [\""+secret+"\"]\n")
 
-	s := engineConfig(bind(work, "/work", "rw"), bind(ro, "/ro", "rw"), bind(other, "/other"), bind(home, "/home"))
+	s := engineConfig(bind(work, "/work", "rw"), bind(ro, "/ro", "rw"), bind(home, "/home"))
 	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,10 +144,9 @@ func TestTightenMounts(t *testing.T) {
 		dst       string
 		want, not []string
 	}{
-		{"/work", []string{"rw", "noexec", "nosuid", "nodev"}, []string{"ro"}},
-		{"/ro", []string{"ro", "nosuid", "nodev"}, []string{"rw"}},
-		{"/other", []string{"ro"}, nil},
-		{"/home", []string{"ro"}, nil},
+		{"/work", []string{"rw", "noexec", "nosuid", "nodev", "rnoexec", "rnosuid", "rnodev"}, []string{"ro", "rro"}},
+		{"/ro", []string{"ro", "rro", "nosuid", "nodev", "rnosuid", "rnodev"}, []string{"rw"}},
+		{"/home", []string{"ro", "rro"}, nil},
 		{"/sys", []string{"ro"}, []string{"rw"}},
 		{"/dev/shm", []string{"noexec", "nosuid", "nodev"}, nil},
 		{"/tmp", []string{"noexec", "nosuid", "nodev"}, nil},
@@ -188,6 +189,9 @@ func TestTightenMounts(t *testing.T) {
 		{"denied folder through a symlink", bind(link, "/keys"), "denies"},
 		{"block device file system", specs.Mount{Destination: "/disk", Type: "ext4", Source: "/dev/sda1"}, "not allowed"},
 		{"missing source", bind(filepath.Join(root, "absent"), "/x"), "source"},
+		{"folder the policy does not grant", bind(other, "/other"), "grants no access"},
+		{"the host's root", bind("/", "/host"), "grants no access"},
+		{"relative source", bind("work", "/w"), "relative source"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Tighten(engineConfig(tc.mount), p, TightenOptions{SameNamespace: notHost})
@@ -299,5 +303,288 @@ func TestTightenSeccomp(t *testing.T) {
 		if r.Action == specs.ActAllow && slices.Contains(r.Names, "mkdir") {
 			t.Fatal("mkdir allowed although the config's profile refuses it")
 		}
+	}
+}
+
+// A config without process.capabilities would keep the runtime's full
+// set in libcontainer: Tighten (and TightenProcess, for exec) gives it
+// empty sets, while a listed capability the operator allows is kept.
+func TestTightenNilCapabilitiesMeanNone(t *testing.T) {
+	s := engineConfig()
+	s.Process.Capabilities = nil
+	if _, err := Tighten(s, mustPolicy(t, "name = \"t\"\n"), TightenOptions{Capabilities: []string{"CAP_CHOWN"}, SameNamespace: notHost}); err != nil {
+		t.Fatal(err)
+	}
+	checkEmpty := func(what string, c *specs.LinuxCapabilities) {
+		t.Helper()
+		if c == nil {
+			t.Fatalf("%s: capabilities still nil: the process would keep the runtime's own", what)
+		}
+		for set, got := range map[string][]string{"bounding": c.Bounding, "effective": c.Effective, "permitted": c.Permitted, "inheritable": c.Inheritable, "ambient": c.Ambient} {
+			if got == nil || len(got) != 0 {
+				t.Errorf("%s: %s set %#v, want empty (not nil)", what, set, got)
+			}
+		}
+	}
+	checkEmpty("init", s.Process.Capabilities)
+	exec := &specs.Process{Args: []string{"sh"}}
+	TightenProcess(exec, []string{"CAP_CHOWN"}, nil)
+	checkEmpty("exec", exec.Capabilities)
+	// The allowed half: a capability both asked for and allowed stays.
+	asked := &specs.Process{Args: []string{"sh"}, Capabilities: &specs.LinuxCapabilities{Effective: []string{"CAP_CHOWN", "CAP_SYS_ADMIN"}}}
+	TightenProcess(asked, []string{"CAP_CHOWN"}, nil)
+	if !slices.Equal(asked.Capabilities.Effective, []string{"CAP_CHOWN"}) {
+		t.Errorf("effective %v, want [CAP_CHOWN]", asked.Capabilities.Effective)
+	}
+}
+
+func findOpts(s *specs.Spec, dst string) []string {
+	if m := findMount(s, dst); m != nil {
+		return m.Options
+	}
+	return nil
+}
+
+// libcontainer applies mount options in order: a later rw, exec, suid or
+// dev (or their recursive forms) would undo what Tighten sets, and a
+// shared mount would propagate the container's mounts to the host.
+func TestTightenMountOptionOrder(t *testing.T) {
+	dir := t.TempDir()
+	p := mustPolicy(t, "name = \"t\"\n[fs]\nread = [\""+dir+"\"]\n")
+	s := engineConfig(
+		specs.Mount{Destination: "/a", Type: "bind", Source: dir, Options: []string{"bind", "ro", "rw"}},
+		specs.Mount{Destination: "/b", Type: "bind", Source: dir, Options: []string{"rbind", "rrw", "rsuid", "rdev", "rshared"}},
+		specs.Mount{Destination: "/c", Type: "tmpfs", Source: "tmpfs", Options: []string{"noexec", "exec", "nosuid", "suid", "nodev", "dev", "shared"}},
+		specs.Mount{Destination: "/d", Type: "sysfs", Source: "sysfs", Options: []string{"ro", "rw"}},
+	)
+	s.Mounts[0].Options = []string{"exec", "suid", "dev"} // /proc
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dst := range []string{"/proc", "/a", "/b", "/c", "/d"} {
+		opts := findOpts(s, dst)
+		for _, bad := range []string{"rw", "rrw", "exec", "rexec", "suid", "rsuid", "dev", "rdev", "shared", "rshared"} {
+			if slices.Contains(opts, bad) {
+				t.Errorf("%s keeps %q after Tighten: %v", dst, bad, opts)
+			}
+		}
+	}
+	for dst, want := range map[string][]string{
+		"/a": {"ro", "rro", "rnosuid"}, "/b": {"ro", "rro", "rnodev"}, "/c": {"noexec", "nosuid", "nodev"}, "/d": {"ro"}, "/proc": {"noexec", "nosuid", "nodev"},
+	} {
+		for _, w := range want {
+			if !slices.Contains(findOpts(s, dst), w) {
+				t.Errorf("%s: options %v lack %s", dst, findOpts(s, dst), w)
+			}
+		}
+	}
+}
+
+// A second procfs (at /mnt/proc) would have none of /proc's masked and
+// read-only paths: procfs is allowed only at /proc.
+func TestTightenProcOnlyAtProc(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n")
+	if _, err := Tighten(engineConfig(), p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatalf("proc at /proc refused: %v", err)
+	}
+	for _, dst := range []string{"/mnt/proc", "/proc/../mnt", "/proc/sys"} {
+		_, err := Tighten(engineConfig(specs.Mount{Destination: dst, Type: "proc", Source: "proc"}), p, TightenOptions{SameNamespace: notHost})
+		if err == nil || !strings.Contains(err.Error(), "only the one at /proc") {
+			t.Errorf("proc at %s: err %v, want a refusal", dst, err)
+		}
+	}
+}
+
+// A bind the policy does not grant is refused, except the files an engine
+// makes for this container (docker's containers/ID/hosts...) and what the
+// operator's BindAllow lists; sockets and devices need a write grant.
+func TestTightenBindSources(t *testing.T) {
+	root := t.TempDir()
+	id := "0123456789abcdef0123"
+	engine := filepath.Join(root, "containers", id)
+	other := filepath.Join(root, "containers", "fedcba98765432100000")
+	readable, writable, allowed := filepath.Join(root, "r"), filepath.Join(root, "w"), filepath.Join(root, "allowed")
+	for _, d := range []string{filepath.Join(engine, "mounts", "shm"), filepath.Join(other, "mounts", "shm"), readable, writable, allowed} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(engine, "hosts"), filepath.Join(engine, "resolv.conf"), filepath.Join(other, "hosts"), filepath.Join(engine, "config.v2.json")} {
+		os.WriteFile(f, []byte("x"), 0o644)
+	}
+	sock := func(dir string) string {
+		path := filepath.Join(dir, "s.sock")
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	rsock, wsock := sock(readable), sock(writable)
+	p := mustPolicy(t, "name = \"t\"\n[fs]\nread = [\""+readable+"\"]\nwrite = [\""+writable+"\"]\n")
+	opts := TightenOptions{SameNamespace: notHost, ID: id, BindAllow: []string{filepath.Join(root, "allow*")}}
+	for _, src := range []string{filepath.Join(engine, "hosts"), filepath.Join(engine, "resolv.conf"), filepath.Join(engine, "mounts", "shm"), readable, writable, wsock, allowed, "/dev/null"} {
+		s := engineConfig(bind(src, "/x"))
+		if src == "/dev/null" {
+			continue
+		}
+		if _, err := Tighten(s, p, opts); err != nil {
+			t.Errorf("bind of %s refused: %v", src, err)
+		} else if src != writable && src != wsock && !slices.Contains(findOpts(s, "/x"), "rro") {
+			t.Errorf("bind of %s not read-only: %v", src, findOpts(s, "/x"))
+		}
+	}
+	for src, want := range map[string]string{
+		filepath.Join(other, "hosts"):           "grants no access",
+		filepath.Join(engine, "config.v2.json"): "grants no access",
+		rsock:                                   "socket or device",
+		"/dev/null":                             "grants no access",
+		"/":                                     "grants no access",
+	} {
+		if _, err := Tighten(engineConfig(bind(src, "/x")), p, opts); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bind of %s: err %v, want one with %q", src, err, want)
+		}
+	}
+	dp := mustPolicy(t, "name = \"t\"\n[fs]\nread = [\"/dev\"]\n")
+	if _, err := Tighten(engineConfig(bind("/dev/null", "/x")), dp, opts); err == nil || !strings.Contains(err.Error(), "socket or device") {
+		t.Errorf("read-granted device /dev/null: err %v, want a refusal", err)
+	}
+}
+
+// Host network devices moved into the container would leave the host
+// (and be deleted by the no-network cleanup): refused under a policy.
+func TestTightenRefusesNetDevices(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n[network]\nallow = [\"example.com:443\"]\n")
+	s := engineConfig()
+	s.Linux.NetDevices = map[string]specs.LinuxNetDevice{"eth1": {Name: "eth9"}}
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err == nil || !strings.Contains(err.Error(), "netDevices") || !strings.Contains(err.Error(), "eth1") {
+		t.Fatalf("netDevices under a policy: err %v, want a refusal naming eth1", err)
+	}
+	if _, err := Tighten(engineConfig(), p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatalf("the same config without netDevices: %v", err)
+	}
+}
+
+// Real-time scheduling, a negative nice or OOM score, real-time I/O
+// priority and rlimits allowing them would let a container run ahead of
+// the host (a SCHED_FIFO task ignores the cpu quota); cgroup v2 files and
+// huge pages would bypass the memory limit. Ordinary values are kept.
+func TestTightenSchedulingAndRealtime(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n")
+	s := engineConfig()
+	rt, per := int64(950000), uint64(1000000)
+	s.Linux.Resources.CPU = &specs.LinuxCPU{RealtimeRuntime: &rt, RealtimePeriod: &per}
+	s.Linux.Resources.Unified = map[string]string{"memory.max": "max"}
+	s.Linux.Resources.HugepageLimits = []specs.LinuxHugepageLimit{{Pagesize: "2MB", Limit: 1 << 40}}
+	s.Process.Scheduler = &specs.Scheduler{Policy: specs.SchedFIFO, Priority: 99}
+	s.Process.IOPriority = &specs.LinuxIOPriority{Class: specs.IOPRIO_CLASS_RT, Priority: 0}
+	adj := -1000
+	s.Process.OOMScoreAdj = &adj
+	s.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO", Hard: 99, Soft: 99}, {Type: "RLIMIT_NICE", Hard: 40, Soft: 40}, {Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 1024}}
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Process.Scheduler != nil || s.Process.IOPriority != nil || *s.Process.OOMScoreAdj != 0 {
+		t.Errorf("scheduler %+v, ioPriority %+v, oomScoreAdj %d kept", s.Process.Scheduler, s.Process.IOPriority, *s.Process.OOMScoreAdj)
+	}
+	if c := s.Linux.Resources.CPU; c.RealtimeRuntime != nil || c.RealtimePeriod != nil {
+		t.Errorf("cpu real-time budget kept: %+v", c)
+	}
+	if len(s.Linux.Resources.Unified) != 0 || s.Linux.Resources.HugepageLimits[0].Limit != 0 {
+		t.Errorf("unified %v, hugepages %+v kept", s.Linux.Resources.Unified, s.Linux.Resources.HugepageLimits)
+	}
+	want := []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO"}, {Type: "RLIMIT_NICE", Hard: 20, Soft: 20}, {Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 1024}}
+	if !slices.Equal(s.Process.Rlimits, want) {
+		t.Errorf("rlimits %+v, want %+v", s.Process.Rlimits, want)
+	}
+	// The allowed half, for an exec'd process too: a batch scheduler with
+	// a positive nice, best-effort I/O and a positive OOM score stay.
+	ok := 500
+	e := &specs.Process{Args: []string{"sh"}, Scheduler: &specs.Scheduler{Policy: specs.SchedBatch, Nice: 5},
+		IOPriority: &specs.LinuxIOPriority{Class: specs.IOPRIO_CLASS_BE, Priority: 4}, OOMScoreAdj: &ok}
+	TightenProcess(e, nil, nil)
+	if e.Scheduler == nil || e.Scheduler.Nice != 5 || e.IOPriority == nil || *e.OOMScoreAdj != 500 {
+		t.Errorf("ordinary scheduling changed: %+v %+v %d", e.Scheduler, e.IOPriority, *e.OOMScoreAdj)
+	}
+	e.Scheduler = &specs.Scheduler{Policy: specs.SchedRR, Priority: 1}
+	TightenProcess(e, nil, nil)
+	if e.Scheduler != nil {
+		t.Errorf("exec: SCHED_RR kept")
+	}
+}
+
+// Shared propagation (of the root or a bind) would carry the container's
+// mounts to the host: the root becomes rslave, shared options go; a
+// private or slave propagation asked for is kept.
+func TestTightenPropagation(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n[fs]\nwrite = [\"/tmp\"]\n")
+	for asked, want := range map[string]string{"shared": "rslave", "rshared": "rslave", "private": "private", "rslave": "rslave", "": ""} {
+		s := engineConfig(specs.Mount{Destination: "/w", Type: "bind", Source: t.TempDir(), Options: []string{"rbind", "rshared"}})
+		s.Linux.RootfsPropagation = asked
+		if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+			t.Fatal(err)
+		}
+		if s.Linux.RootfsPropagation != want {
+			t.Errorf("rootfsPropagation %q became %q, want %q", asked, s.Linux.RootfsPropagation, want)
+		}
+		if opts := findOpts(s, "/w"); slices.Contains(opts, "rshared") || !slices.Contains(opts, "rbind") {
+			t.Errorf("/w options %v: rshared kept or rbind lost", opts)
+		}
+	}
+}
+
+// Hooks run as root on the host: under a policy only docker's
+// libnetwork-setkey (dockerd as /proc/PID/exe) and the operator's
+// HookAllow programs may run; the path becomes the program checked.
+func TestTightenHooks(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n")
+	allowed := filepath.Join(t.TempDir(), "hook")
+	os.WriteFile(allowed, []byte("#!/bin/sh\n"), 0o755)
+	opts := TightenOptions{SameNamespace: notHost, HookAllow: []string{allowed}}
+	s := engineConfig()
+	//lint:ignore SA1019 docker 20.10 still writes prestart hooks
+	s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: allowed, Args: []string{"hook"}}}, Poststop: []specs.Hook{{Path: allowed}}}
+	if _, err := Tighten(s, p, opts); err != nil {
+		t.Fatalf("allowed hook refused: %v", err)
+	}
+	for name, h := range map[string]*specs.Hooks{
+		"createRuntime shell":             {CreateRuntime: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c", "id > /tmp/pwned"}}}},
+		"poststop shell":                  {Poststop: []specs.Hook{{Path: "/bin/sh"}}},
+		"relative path":                   {Prestart: []specs.Hook{{Path: "hook"}}},
+		"another process's program":       {Prestart: []specs.Hook{{Path: "/proc/self/exe", Args: []string{"libnetwork-setkey"}}}},
+		"startContainer in the container": {StartContainer: []specs.Hook{{Path: "/bin/sh"}}},
+	} {
+		s := engineConfig()
+		s.Hooks = h
+		if _, err := Tighten(s, p, opts); err == nil || !strings.Contains(err.Error(), "hook-allow") {
+			t.Errorf("%s: err %v, want a refusal", name, err)
+		}
+	}
+}
+
+// The host's own / as the container's root would expose every host file
+// to the container's uid 0: refused; a root of its own is kept. A resctrl
+// group (intelRdt) is dropped.
+func TestTightenRootAndRdt(t *testing.T) {
+	p := mustPolicy(t, "name = \"t\"\n")
+	for _, root := range []string{"/", "/tmp/../"} {
+		s := engineConfig()
+		s.Root.Path = root
+		if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err == nil || !strings.Contains(err.Error(), "host's own root") {
+			t.Errorf("root.path %s: err %v, want a refusal", root, err)
+		}
+	}
+	s := engineConfig()
+	s.Root.Path = t.TempDir()
+	s.Linux.IntelRdt = &specs.LinuxIntelRdt{ClosID: "host-group"}
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatalf("a root of its own: %v", err)
+	}
+	if s.Linux.IntelRdt != nil {
+		t.Errorf("intelRdt kept: %+v", s.Linux.IntelRdt)
 	}
 }

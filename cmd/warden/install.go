@@ -25,7 +25,7 @@ var installCommand = &cli.Command{
 	Subcommands: []*cli.Command{
 		{
 			Name:  "docker",
-			Usage: "add warden to dockerd's runtimes in daemon.json (the global --policy, --policy-dir and --cap-allow become its runtimeArgs)",
+			Usage: "add warden to dockerd's runtimes in daemon.json (the global --policy, --policy-dir, --allow-unconfined, --bind-allow, --hook-allow and --cap-allow become its runtimeArgs)",
 			Flags: installFlags,
 			Action: func(cliContext *cli.Context) error {
 				return install(cliContext, "/etc/docker/daemon.json", runtime.InstallDocker, "reload dockerd (kill -HUP its pid) and use docker run --runtime=%s")
@@ -36,8 +36,8 @@ var installCommand = &cli.Command{
 			Usage: "add warden as a CRI runtime (runc shim, warden as its binary) to containerd's config.toml",
 			Flags: installFlags,
 			Action: func(cliContext *cli.Context) error {
-				if ociGlobals.policy != "" || len(ociGlobals.capAllow) > 0 {
-					return errors.New("install containerd: containerd passes a runtime no arguments; put policies in " + defaultPolicyDir + " (or set WARDEN_POLICY_DIR in containerd's environment) instead of --policy or --cap-allow")
+				if ociGlobals.policy != "" || len(ociGlobals.capAllow) > 0 || len(ociGlobals.bindAllow) > 0 || len(ociGlobals.hookAllow) > 0 || ociGlobals.allowUnconfined {
+					return errors.New("install containerd: containerd passes a runtime no arguments; put policies in " + defaultPolicyDir + " (or set WARDEN_POLICY_DIR in containerd's environment) instead of --policy, and WARDEN_CAP_ALLOW, WARDEN_BIND_ALLOW, WARDEN_HOOK_ALLOW or WARDEN_ALLOW_UNCONFINED in its environment instead of the flags")
 				}
 				return install(cliContext, "/etc/containerd/config.toml", runtime.InstallContainerd, "restart containerd; Kubernetes pods choose it with a RuntimeClass whose handler is %s")
 			},
@@ -79,6 +79,15 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, ru
 			return err
 		}
 		e.Args = append(e.Args, "--policy-dir", abs)
+	}
+	if ociGlobals.allowUnconfined {
+		e.Args = append(e.Args, "--allow-unconfined")
+	}
+	for _, h := range ociGlobals.hookAllow {
+		e.Args = append(e.Args, "--hook-allow", h)
+	}
+	for _, b := range ociGlobals.bindAllow {
+		e.Args = append(e.Args, "--bind-allow", b)
 	}
 	for _, c := range ociGlobals.capAllow {
 		e.Args = append(e.Args, "--cap-allow", c)

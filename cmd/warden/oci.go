@@ -20,7 +20,10 @@ var ociGlobalFlags = []cli.Flag{
 	&cli.StringFlag{Name: "log-format", Usage: "log format: text or json", Value: "text"},
 	&cli.BoolFlag{Name: "systemd-cgroup", Usage: "use systemd cgroups (not supported: warden uses cgroupfs)"},
 	&cli.StringFlag{Name: "policy", Usage: "OCI face: apply the policy `FILE` to every container that does not choose one", EnvVars: []string{"WARDEN_POLICY"}},
-	&cli.StringFlag{Name: "policy-dir", Usage: "OCI face: `DIR` of NAME.toml policies a container may choose with the annotation dev.warden.policy=NAME (default " + defaultPolicyDir + " when it exists)", EnvVars: []string{"WARDEN_POLICY_DIR"}},
+	&cli.StringFlag{Name: "policy-dir", Usage: "OCI face: `DIR` of NAME.toml policies a container may choose with the annotation dev.warden.policy=NAME (default " + defaultPolicyDir + " when it exists and no --policy is given); a container that selects none runs under its default.toml", EnvVars: []string{"WARDEN_POLICY_DIR"}},
+	&cli.BoolFlag{Name: "allow-unconfined", Usage: "OCI face: with a policy directory, a container that selects no policy and finds no default.toml there runs as configured (without: it is refused)", EnvVars: []string{"WARDEN_ALLOW_UNCONFINED"}},
+	&cli.StringSliceFlag{Name: "hook-allow", Usage: "OCI face: a host program `PATH` a container's hooks may run under a policy (docker's own libnetwork-setkey is always allowed); other hooks refuse the container", EnvVars: []string{"WARDEN_HOOK_ALLOW"}},
+	&cli.StringSliceFlag{Name: "bind-allow", Usage: "OCI face: a host path `PATTERN` (filepath.Match) containers under a policy may bind read-only though the policy does not grant it", EnvVars: []string{"WARDEN_BIND_ALLOW"}},
 	&cli.StringSliceFlag{Name: "cap-allow", Usage: "OCI face: a capability (CAP_CHOWN) containers under a policy may keep; default none", EnvVars: []string{"WARDEN_CAP_ALLOW"}},
 }
 
@@ -35,8 +38,9 @@ var logFile *os.File
 // ociGlobals are the OCI face's global flag values, read once in the
 // app's Before (commands may have flags of the same names).
 var ociGlobals struct {
-	policy, policyDir string
-	capAllow          []string
+	policy, policyDir              string
+	capAllow, bindAllow, hookAllow []string
+	allowUnconfined                bool
 }
 
 // setupLogging configures logrus from the global flags, once, before any
@@ -45,6 +49,9 @@ func setupLogging(cliContext *cli.Context) error {
 	ociGlobals.policy = cliContext.String("policy")
 	ociGlobals.policyDir = cliContext.String("policy-dir")
 	ociGlobals.capAllow = cliContext.StringSlice("cap-allow")
+	ociGlobals.bindAllow = cliContext.StringSlice("bind-allow")
+	ociGlobals.hookAllow = cliContext.StringSlice("hook-allow")
+	ociGlobals.allowUnconfined = cliContext.Bool("allow-unconfined")
 	logrus.SetOutput(cliContext.App.ErrWriter)
 	if cliContext.Bool("debug") {
 		logrus.SetLevel(logrus.DebugLevel)
@@ -85,7 +92,7 @@ func logError(err error) {
 
 // ociRuntime builds the OCI face from the global flags.
 func ociRuntime(cliContext *cli.Context) (*runtime.OCI, error) {
-	o := &runtime.OCI{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow}
+	o := &runtime.OCI{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow, BindAllow: ociGlobals.bindAllow, HookAllow: ociGlobals.hookAllow, AllowUnconfined: ociGlobals.allowUnconfined}
 	if !filepath.IsAbs(o.Root) {
 		abs, err := filepath.Abs(o.Root)
 		if err != nil {
@@ -100,13 +107,25 @@ func ociRuntime(cliContext *cli.Context) (*runtime.OCI, error) {
 		}
 		o.Policy, o.PolicyFile = p, file
 	}
-	if o.PolicyDir == "" {
+	// The default directory only when the operator named no policy: an
+	// explicit --policy is not switched away from by an annotation.
+	if o.PolicyDir == "" && o.Policy == nil {
 		if fi, err := os.Stat(defaultPolicyDir); err == nil && fi.IsDir() {
 			o.PolicyDir = defaultPolicyDir
 		}
-	} else {
+	} else if o.PolicyDir != "" {
 		if fi, err := os.Stat(o.PolicyDir); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("--policy-dir %s: not a directory", o.PolicyDir)
+		}
+	}
+	for _, h := range o.HookAllow {
+		if !filepath.IsAbs(h) {
+			return nil, fmt.Errorf("--hook-allow %q: give the absolute path of the hook's program, such as /usr/libexec/oci/hooks.d/setup", h)
+		}
+	}
+	for _, b := range o.BindAllow {
+		if _, err := filepath.Match(b, "/"); err != nil || !filepath.IsAbs(b) {
+			return nil, fmt.Errorf("--bind-allow %q: give an absolute path pattern such as /var/lib/kubelet/pods/*/etc-hosts", b)
 		}
 	}
 	for _, c := range o.CapAllow {
