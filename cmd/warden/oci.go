@@ -137,6 +137,22 @@ func ociRuntime(cliContext *cli.Context) (*runtime.OCI, error) {
 }
 
 // containerArg returns the container id, the first positional argument.
+// onContainer is the action of a command that takes one container id: it
+// checks the argument and opens the OCI runtime before calling act.
+func onContainer(act func(cliContext *cli.Context, o *runtime.OCI, id string) error) cli.ActionFunc {
+	return func(cliContext *cli.Context) error {
+		id, err := containerArg(cliContext, 1, 1, "a container id")
+		if err != nil {
+			return err
+		}
+		o, err := ociRuntime(cliContext)
+		if err != nil {
+			return err
+		}
+		return act(cliContext, o, id)
+	}
+}
+
 func containerArg(cliContext *cli.Context, min, max int, usage string) (string, error) {
 	if err := checkArgs(cliContext, min, max, usage); err != nil {
 		return "", err

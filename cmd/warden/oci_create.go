@@ -29,18 +29,10 @@ var createCommand = &cli.Command{
 	Usage:     "OCI: create a container from a bundle; its process waits for start",
 	ArgsUsage: "CONTAINER-ID",
 	Flags:     createFlags,
-	Action: func(cliContext *cli.Context) error {
-		id, err := containerArg(cliContext, 1, 1, "a container id")
-		if err != nil {
-			return err
-		}
-		o, err := ociRuntime(cliContext)
-		if err != nil {
-			return err
-		}
-		_, err = o.Create(createOptions(cliContext, id), false)
+	Action: onContainer(func(cliContext *cli.Context, o *runtime.OCI, id string) error {
+		_, err := o.Create(createOptions(cliContext, id), false)
 		return err
-	},
+	}),
 }
 
 var runCommand = &cli.Command{
@@ -48,36 +40,20 @@ var runCommand = &cli.Command{
 	Usage:     "OCI: create and start a container from a bundle, and wait for it unless detached",
 	ArgsUsage: "CONTAINER-ID",
 	Flags:     append([]cli.Flag{&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "do not wait for the container"}}, createFlags...),
-	Action: func(cliContext *cli.Context) error {
-		id, err := containerArg(cliContext, 1, 1, "a container id")
-		if err != nil {
-			return err
-		}
-		o, err := ociRuntime(cliContext)
-		if err != nil {
-			return err
-		}
+	Action: onContainer(func(cliContext *cli.Context, o *runtime.OCI, id string) error {
 		status, err := o.Create(createOptions(cliContext, id), true)
 		if err != nil {
 			return err
 		}
 		return statusError(status)
-	},
+	}),
 }
 
 var startCommand = &cli.Command{
 	Name:      "start",
 	Usage:     "OCI: start a created container's process",
 	ArgsUsage: "CONTAINER-ID",
-	Action: func(cliContext *cli.Context) error {
-		id, err := containerArg(cliContext, 1, 1, "a container id")
-		if err != nil {
-			return err
-		}
-		o, err := ociRuntime(cliContext)
-		if err != nil {
-			return err
-		}
+	Action: onContainer(func(cliContext *cli.Context, o *runtime.OCI, id string) error {
 		return o.Start(id)
-	},
+	}),
 }

@@ -37,49 +37,25 @@ var deleteCommand = &cli.Command{
 	Usage:     "OCI: remove a stopped container (with --force, any container)",
 	ArgsUsage: "CONTAINER-ID",
 	Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "kill the container's processes first"}},
-	Action: func(cliContext *cli.Context) error {
-		id, err := containerArg(cliContext, 1, 1, "a container id")
-		if err != nil {
-			return err
-		}
-		o, err := ociRuntime(cliContext)
-		if err != nil {
-			return err
-		}
+	Action: onContainer(func(cliContext *cli.Context, o *runtime.OCI, id string) error {
 		return o.Delete(id, cliContext.Bool("force"))
-	},
+	}),
 }
 
 var pauseCommand = &cli.Command{
 	Name:      "pause",
 	Usage:     "OCI: freeze every process of a container",
 	ArgsUsage: "CONTAINER-ID",
-	Action: func(cliContext *cli.Context) error {
-		id, err := containerArg(cliContext, 1, 1, "a container id")
-		if err != nil {
-			return err
-		}
-		o, err := ociRuntime(cliContext)
-		if err != nil {
-			return err
-		}
+	Action: onContainer(func(cliContext *cli.Context, o *runtime.OCI, id string) error {
 		return o.Pause(id)
-	},
+	}),
 }
 
 var resumeCommand = &cli.Command{
 	Name:      "resume",
 	Usage:     "OCI: thaw a paused container",
 	ArgsUsage: "CONTAINER-ID",
-	Action: func(cliContext *cli.Context) error {
-		id, err := containerArg(cliContext, 1, 1, "a container id")
-		if err != nil {
-			return err
-		}
-		o, err := ociRuntime(cliContext)
-		if err != nil {
-			return err
-		}
+	Action: onContainer(func(cliContext *cli.Context, o *runtime.OCI, id string) error {
 		return o.Resume(id)
-	},
+	}),
 }

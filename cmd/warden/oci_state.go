@@ -11,21 +11,15 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/warden-sandbox/warden/runtime"
 )
 
 var stateCommand = &cli.Command{
 	Name:      "state",
 	Usage:     "OCI: print a container's state as JSON",
 	ArgsUsage: "CONTAINER-ID",
-	Action: func(cliContext *cli.Context) error {
-		id, err := containerArg(cliContext, 1, 1, "a container id")
-		if err != nil {
-			return err
-		}
-		o, err := ociRuntime(cliContext)
-		if err != nil {
-			return err
-		}
+	Action: onContainer(func(cliContext *cli.Context, o *runtime.OCI, id string) error {
 		st, err := o.State(id)
 		if err != nil {
 			return err
@@ -36,7 +30,7 @@ var stateCommand = &cli.Command{
 		}
 		fmt.Fprintln(cliContext.App.Writer, string(data))
 		return nil
-	},
+	}),
 }
 
 var listCommand = &cli.Command{
