@@ -16,7 +16,6 @@ import (
 
 	"github.com/opencontainers/runc/libcontainer"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/policies"
@@ -77,26 +76,35 @@ type pooled struct {
 // attach keeps a handle on a running pooled container and its mount
 // namespace.
 func (p *pooled) attach(c *libcontainer.Container) error {
-	st, err := c.State()
+	ns, err := mountNamespace(c)
 	if err != nil {
 		return err
 	}
+	p.container, p.mntns = c, ns
+	return nil
+}
+
+// mountNamespace opens a running container's mount namespace.
+func mountNamespace(c *libcontainer.Container) (*os.File, error) {
+	st, err := c.State()
+	if err != nil {
+		return nil, err
+	}
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", st.InitProcessPid))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The pid could have died and been reused between State and Open:
 	// the container must still be running with the same init.
 	if st2, err := c.State(); err != nil || st2.InitProcessPid != st.InitProcessPid || st2.InitProcessStartTime != st.InitProcessStartTime {
 		ns.Close()
-		return errors.New("sandbox init changed while attaching")
+		return nil, errors.New("sandbox init changed while attaching")
 	}
 	if s, err := c.Status(); err != nil || s != libcontainer.Running {
 		ns.Close()
-		return fmt.Errorf("sandbox is not running (%v)", s)
+		return nil, fmt.Errorf("sandbox is not running (%v)", s)
 	}
-	p.container, p.mntns = c, ns
-	return nil
+	return ns, nil
 }
 
 // close drops the handles; the container itself is left as it is.
@@ -114,6 +122,19 @@ func isLate(dest string) bool {
 	_, work := under(dest, spec.WorkspacePath)
 	_, data := under(dest, spec.DataPath)
 	return work || data
+}
+
+// splitLate separates the mounts of the session's folders, which are bound
+// into the running sandbox, from the rest, in the spec's order.
+func splitLate(mounts []specs.Mount) (early, late []specs.Mount) {
+	for _, m := range mounts {
+		if isLate(m.Destination) {
+			late = append(late, m)
+		} else {
+			early = append(early, m)
+		}
+	}
+	return early, late
 }
 
 func under(p, dir string) (string, bool) {
@@ -158,15 +179,7 @@ func poolView(b *spec.Bundle, bundleDir string) (key string, late []specs.Mount,
 	if err := json.Unmarshal(data, &sp); err != nil {
 		return "", nil, err
 	}
-	var base []specs.Mount
-	for _, m := range sp.Mounts {
-		if isLate(m.Destination) {
-			late = append(late, m)
-		} else {
-			base = append(base, m)
-		}
-	}
-	sp.Mounts = base
+	sp.Mounts, late = splitLate(sp.Mounts)
 	if sp.Linux != nil {
 		sp.Linux.CgroupsPath = ""
 	}
@@ -231,13 +244,7 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 	if err != nil {
 		return nil, err
 	}
-	var base []specs.Mount
-	for _, m := range b.Spec.Mounts {
-		if !isLate(m.Destination) {
-			base = append(base, m)
-		}
-	}
-	b.Spec.Mounts = base
+	b.Spec.Mounts, _ = splitLate(b.Spec.Mounts)
 	b.Spec.Process.Args = append(b.Spec.Process.Args, "--pooled")
 	if err := spec.WriteBundle(bundleDir, b); err != nil {
 		return nil, err
@@ -410,26 +417,9 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 	if err := spec.WriteMasks(filepath.Join(dir, "late"), cs.bundle); err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
-	if err := bindLate(int(pc.mntns.Fd()), late); err != nil {
+	if err := rt.bindSession(s, int(pc.mntns.Fd()), late); err != nil {
 		return nil, err
 	}
-	t1 := time.Now()
-	// Egress: the policy's network.allow is served from here on, as a cold
-	// start serves it from create, before the seal below lets any
-	// sandboxed code run.
-	if err := rt.startEgress(s); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			s.stopEgress()
-		}
-	}()
-	if err := s.seal(); err != nil {
-		return nil, err
-	}
-	logrus.Debugf("session %s: late mounts %s, seal sent %s", cfg.ID, t1.Sub(t0), time.Since(t1))
 	if err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, rt.sessionDir(cfg.ID), unix.RENAME_NOREPLACE); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%w: %s", ErrSessionExists, cfg.ID)
