@@ -29,6 +29,19 @@ func commandName(cliContext *cli.Context) string {
 	return strings.TrimPrefix(cliContext.Command.HelpName, cliContext.App.Name+" ")
 }
 
+// tableFormatFlag chooses between a table for people and JSON for programs.
+var tableFormatFlag = &cli.StringFlag{Name: "format", Usage: "output `FORMAT`: table or json", Value: "table"}
+
+// tableFormat is the --format a command got: table or json.
+func tableFormat(cliContext *cli.Context) (string, error) {
+	switch f := cliContext.String("format"); f {
+	case "table", "json":
+		return f, nil
+	default:
+		return "", fmt.Errorf("--format %q: use table or json", f)
+	}
+}
+
 // sandboxFlags name the policy and the folders its variables stand for.
 var sandboxFlags = append([]cli.Flag{
 	&cli.StringSliceFlag{Name: "policy", Aliases: []string{"p"}, Usage: "policy `FILE` (repeat to merge several skills)", Required: true},

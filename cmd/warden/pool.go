@@ -78,16 +78,14 @@ func poolRequest(cliContext *cli.Context) (*runtime.PoolRequest, error) {
 var poolStatusCommand = &cli.Command{
 	Name:  "status",
 	Usage: "per pool: policy, ready, claimed, refilling, hits, misses",
-	Flags: []cli.Flag{
-		&cli.StringFlag{Name: "format", Usage: "output `FORMAT`: table or json", Value: "table"},
-	},
+	Flags: []cli.Flag{tableFormatFlag},
 	Action: func(cliContext *cli.Context) error {
 		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
 			return err
 		}
-		format := cliContext.String("format")
-		if format != "table" && format != "json" {
-			return fmt.Errorf("--format %q: use table or json", format)
+		format, err := tableFormat(cliContext)
+		if err != nil {
+			return err
 		}
 		r, err := client(cliContext).Call(runtime.Request{Op: "pool.status"})
 		if err != nil {
