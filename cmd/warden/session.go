@@ -72,7 +72,7 @@ var sessionListCommand = &cli.Command{
 	Name:    "ls",
 	Aliases: []string{"list"},
 	Usage:   "list sessions: id, policy, workspace, state, age, idle, commands run",
-	Flags: []cli.Flag{tableFormatFlag},
+	Flags:   []cli.Flag{tableFormatFlag},
 	Action: func(cliContext *cli.Context) error {
 		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
 			return err
