@@ -165,6 +165,8 @@ static int read_int(const char *v, const char *end, long long min, long long max
 	if (!after || v >= end || !(*v == '-' || (*v >= '0' && *v <= '9')))
 		return -1;
 	int neg = *v == '-';
+	if (neg && min == 0)
+		return -1; /* Go's ParseUint takes no sign, not even "-0" */
 	unsigned long long n = 0, limit = neg ? (unsigned long long)(-(min + 1)) + 1 : (unsigned long long)max;
 	for (const char *p = v + neg; p < after; p++) {
 		if (*p < '0' || *p > '9')
@@ -174,8 +176,6 @@ static int read_int(const char *v, const char *end, long long min, long long max
 			return -1;
 		n = n * 10 + d;
 	}
-	if (neg && min == 0 && n != 0)
-		return -1;
 	*out = neg ? (long long)(0 - n) : (long long)n;
 	return 0;
 }
