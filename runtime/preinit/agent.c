@@ -593,10 +593,12 @@ static int seal(struct event *ev)
 	struct buf err = {0};
 	landlock_rules(&agent.cfg, &rules);
 	int rc = rules.failed ? -1 : landlock_restrict(&rules, &err);
-	if (rc)
+	if (rc) {
 		set_error(ev, 125, "landlock: ", rules.failed ? "out of memory" : err.p, NULL);
-	else
+	} else {
 		agent.sealed = 1;
+		strings_free(&agent.cfg.hidden); /* needed no more */
+	}
 	rules_free(&rules);
 	free(err.p);
 	trim();

@@ -38,15 +38,13 @@ func goStrings(s *C.struct_strings) []string {
 	return out
 }
 
-// request mirrors runtime.execRequest.
+// request holds what runtime.execRequest holds; without tags, Go's
+// decoder matches its fields to the keys as it does the tagged ones.
 type request struct {
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
-	Cwd  string   `json:"cwd"`
-	Tty  bool     `json:"tty,omitempty"`
-	Rows uint16   `json:"rows,omitempty"`
-	Cols uint16   `json:"cols,omitempty"`
-	Seal bool     `json:"seal,omitempty"`
+	Argv, Env  []string
+	Cwd        string
+	Tty, Seal  bool
+	Rows, Cols uint16
 }
 
 // parseRequest reads msg with the agent's parser; nul reports a string
@@ -84,20 +82,11 @@ func parseControl(msg []byte) (signal int64, kill, ok bool) {
 	return int64(c.signal), c.kill != 0, true
 }
 
-// event mirrors runtime.execEvent.
-type event struct {
-	Started bool   `json:"started,omitempty"`
-	Pid     int    `json:"pid,omitempty"`
-	Exited  bool   `json:"exited,omitempty"`
-	Code    int    `json:"code"`
-	Signal  int    `json:"signal,omitempty"`
-	Error   string `json:"error,omitempty"`
-}
-
-func eventJSON(ev event) string {
-	cev := C.struct_event{started: cbool(ev.Started), exited: cbool(ev.Exited), pid: C.long(ev.Pid),
-		code: C.int(ev.Code), signal: C.int(ev.Signal)}
-	cerr := C.CString(ev.Error)
+// eventJSON writes an event as the agent sends it.
+func eventJSON(started, exited bool, pid, code, signal int, errText string) string {
+	cev := C.struct_event{started: cbool(started), exited: cbool(exited), pid: C.long(pid),
+		code: C.int(code), signal: C.int(signal)}
+	cerr := C.CString(errText)
 	defer C.free(unsafe.Pointer(cerr))
 	C.buf_puts(&cev.error, cerr)
 	defer C.free(unsafe.Pointer(cev.error.p))
@@ -114,23 +103,40 @@ func cbool(b bool) C.int {
 	return 0
 }
 
+// agentConfig makes the agent's configuration; allow nil means no
+// exec.allow.
+func agentConfig(allow, writable, hidden []string) (cfg *C.struct_agent_config, free func()) {
+	cfg = (*C.struct_agent_config)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_agent_config{}))))
+	cfg.allow_all = cbool(allow == nil)
+	for _, l := range []struct {
+		s *C.struct_strings
+		v []string
+	}{{&cfg.allow, allow}, {&cfg.writable, writable}, {&cfg.hidden, hidden}} {
+		for _, x := range l.v {
+			cx := C.CString(x)
+			C.strings_add(l.s, cx)
+			C.free(unsafe.Pointer(cx))
+		}
+	}
+	return cfg, func() {
+		C.strings_free(&cfg.allow)
+		C.strings_free(&cfg.writable)
+		C.strings_free(&cfg.hidden)
+		C.free(unsafe.Pointer(cfg))
+	}
+}
+
 // lookup resolves name with exec.allow set to allow (nil: everything).
 func lookup(allow []string, name string, env []string) (path, errText string, code int) {
-	var cfg C.struct_agent_config
-	cfg.allow_all = cbool(allow == nil)
-	for _, a := range allow {
-		ca := C.CString(a)
-		C.strings_add(&cfg.allow, ca)
-		C.free(unsafe.Pointer(ca))
-	}
-	defer C.strings_free(&cfg.allow)
+	cfg, freeConfig := agentConfig(allow, nil, nil)
+	defer freeConfig()
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	cenv, free := cStrings(env)
 	defer free()
 	var ev C.struct_event
 	defer C.free(unsafe.Pointer(ev.error.p))
-	p := C.agent_lookup(&cfg, cname, cenv, C.int(len(env)), &ev)
+	p := C.agent_lookup(cfg, cname, cenv, C.int(len(env)), &ev)
 	if p == nil {
 		return "", C.GoStringN(ev.error.p, C.int(ev.error.len)), int(ev.code)
 	}
@@ -194,24 +200,11 @@ func readableExcept(hidden []string) []rule {
 // landlockRules is what the agent asks of Landlock; allow nil means no
 // exec.allow.
 func landlockRules(allow, writable, hidden []string) []rule {
-	var cfg C.struct_agent_config
-	cfg.allow_all = cbool(allow == nil)
-	add := func(s *C.struct_strings, v []string) {
-		for _, x := range v {
-			cx := C.CString(x)
-			C.strings_add(s, cx)
-			C.free(unsafe.Pointer(cx))
-		}
-	}
-	add(&cfg.allow, allow)
-	add(&cfg.writable, writable)
-	add(&cfg.hidden, hidden)
-	defer C.strings_free(&cfg.allow)
-	defer C.strings_free(&cfg.writable)
-	defer C.strings_free(&cfg.hidden)
+	cfg, free := agentConfig(allow, writable, hidden)
+	defer free()
 	var out C.struct_rules
 	defer C.rules_free(&out)
-	C.landlock_rules(&cfg, &out)
+	C.landlock_rules(cfg, &out)
 	return goRules(&out)
 }
 
