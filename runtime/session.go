@@ -225,8 +225,9 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 	return s, nil
 }
 
-// agentArgs runs the warden binary as the sandbox's agent, telling it what
-// Landlock must allow.
+// agentArgs runs the warden binary as the sandbox's agent (the C program
+// in runtime/preinit, which takes over before the Go runtime starts),
+// telling it what Landlock must allow.
 func agentArgs(s *specs.Spec) []string {
 	args := []string{spec.AgentPath, "agent"}
 	if allow := s.Annotations[spec.AnnotationExecAllow]; allow != "*" {
