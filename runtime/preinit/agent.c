@@ -104,11 +104,6 @@ static int read_text(const char *v, const char *end, char **out, int *nul)
 	return 0;
 }
 
-struct list_ctx {
-	struct strings *s;
-	int *nul;
-};
-
 static int read_list(const char *v, const char *end, struct strings *s, int *nul)
 {
 	strings_free(s);
@@ -116,10 +111,10 @@ static int read_list(const char *v, const char *end, struct strings *s, int *nul
 		return 0;
 	if (v >= end || *v != '[')
 		return -1;
-	strings_add(s, "");
-	s->n = 0;
-	free(s->v[0]);
-	s->v[0] = NULL;
+	/* [] is a list, empty; null is none: v is set for the former */
+	if (!(s->v = calloc(1, sizeof *s->v)))
+		return -1;
+	s->cap = 1;
 	const char *p = json_skip_ws(v + 1, end);
 	if (p < end && *p == ']')
 		return 0;
