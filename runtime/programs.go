@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
-	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/warden-sandbox/warden/spec"
@@ -229,50 +227,4 @@ func (rt *Runtime) hidePrograms(sp *specs.Spec, rootfs string) error {
 	}
 	progs := rt.hiddenPrograms(sp, strings.Split(allow, ":"))
 	return os.WriteFile(filepath.Join(rootfs, hiddenProgramsFile), []byte(strings.Join(progs, "\n")), 0o644)
-}
-
-// readableExcept grants reading everything but the hidden files: listing
-// any folder, and reading every file and folder that is neither hidden nor
-// above a hidden one; those folders are split into their entries. Symbolic
-// links get no rule: what they point at decides.
-func readableExcept(hidden []string) ([]landlock.Rule, error) {
-	const read = ll.AccessFSReadFile | ll.AccessFSReadDir
-	if len(hidden) == 0 {
-		return []landlock.Rule{landlock.PathAccess(read, "/")}, nil
-	}
-	isHidden, split := map[string]bool{}, map[string]bool{}
-	for _, h := range hidden {
-		isHidden[h] = true
-		for d := filepath.Dir(h); !split[d]; d = filepath.Dir(d) {
-			split[d] = true
-			if d == "/" {
-				break
-			}
-		}
-	}
-	var dirs, files []string
-	for d := range split {
-		entries, err := os.ReadDir(d)
-		if err != nil {
-			continue // not in this sandbox's view
-		}
-		for _, e := range entries {
-			p := filepath.Join(d, e.Name())
-			switch {
-			case split[p] || isHidden[p] || e.Type()&fs.ModeSymlink != 0:
-			case e.IsDir():
-				dirs = append(dirs, p)
-			default:
-				files = append(files, p)
-			}
-		}
-	}
-	rules := []landlock.Rule{landlock.PathAccess(ll.AccessFSReadDir, "/")}
-	if len(dirs) > 0 {
-		rules = append(rules, landlock.PathAccess(read, dirs...))
-	}
-	if len(files) > 0 {
-		rules = append(rules, landlock.PathAccess(ll.AccessFSReadFile, files...))
-	}
-	return rules, nil
 }

@@ -260,8 +260,9 @@ func (rt *Runtime) bindSession(s *Session, mntns int, late []specs.Mount) (err e
 	return nil
 }
 
-// agentArgs runs the warden binary as the sandbox's agent, telling it what
-// Landlock must allow.
+// agentArgs runs the warden binary as the sandbox's agent (the C program
+// in runtime/preinit, which takes over before the Go runtime starts),
+// telling it what Landlock must allow.
 func agentArgs(s *specs.Spec) []string {
 	args := []string{spec.AgentPath, "agent"}
 	if allow := s.Annotations[spec.AnnotationExecAllow]; allow != "*" {

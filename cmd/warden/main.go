@@ -68,7 +68,6 @@ func newApp() *cli.App {
 			logsCommand,
 			gcCommand,
 			daemonCommand,
-			agentCommand,
 			createCommand,
 			runCommand,
 			startCommand,

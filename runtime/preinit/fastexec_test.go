@@ -1,4 +1,4 @@
-package fastexec
+package preinit
 
 import (
 	"encoding/json"

@@ -1,11 +1,4 @@
-// Package fastexec is the fast path of `warden exec`: a C constructor that,
-// before the Go runtime starts, sends a plain exec request to a running
-// daemon and exits with the command's status. A Go program starts in about
-// a millisecond and warden's package initialisation takes another; the fast
-// path spends neither on the one call an agent makes per tool use. The
-// binary imports this package for its side effect; every command line the
-// constructor does not fully understand goes on to the Go CLI untouched.
-package fastexec
+package preinit
 
 /*
 #cgo CFLAGS: -Wall -Wextra -O2

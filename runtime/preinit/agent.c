@@ -1,0 +1,925 @@
+// The sandbox agent: the PID 1 of every session's sandbox, started as
+//
+//	warden agent [--exec-allow PATHS] [--writable PATHS] [--hidden-programs FILE] [--pooled]
+//
+// It runs from a constructor and never returns to Go: one thread, a few
+// hundred KiB, where a Go runtime held over 2 MiB and nine threads (each
+// counted against the sandbox's pids limit) in every warm container.
+//
+// It applies Landlock as a second wall (landlock.c), reaps every zombie,
+// and runs each command it is sent over the listening socket on fd 3
+// (runtime/protocol.go: one JSON message per SOCK_SEQPACKET packet, the
+// caller's stdin, stdout and stderr as SCM_RIGHTS) in a session of its
+// own, so its whole process group can be signalled. One epoll loop serves
+// the listener, every connection, and a signalfd for SIGCHLD.
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <malloc.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#define LISTENER_FD 3 /* runtime.agentListenerFD */
+
+/* ---- string lists --------------------------------------------------- */
+
+void strings_add(struct strings *s, const char *v)
+{
+	if (s->failed)
+		return;
+	if (s->n + 2 > s->cap) {
+		int cap = s->cap ? s->cap * 2 : 8;
+		char **p = realloc(s->v, (size_t)cap * sizeof *p);
+		if (!p) {
+			s->failed = 1;
+			return;
+		}
+		s->v = p;
+		s->cap = cap;
+	}
+	if (!(s->v[s->n] = strdup(v))) {
+		s->failed = 1;
+		return;
+	}
+	s->v[++s->n] = NULL; /* argv and envp want the NULL */
+}
+
+void strings_free(struct strings *s)
+{
+	for (int i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	*s = (struct strings){0};
+}
+
+/* split adds the colon-separated parts of v. */
+static void split(struct strings *s, const char *v)
+{
+	while (*v) {
+		const char *c = strchrnul(v, ':');
+		char *part = strndup(v, (size_t)(c - v));
+		if (!part) {
+			s->failed = 1;
+			return;
+		}
+		strings_add(s, part);
+		free(part);
+		v = *c ? c + 1 : c;
+	}
+}
+
+/* ---- the protocol's messages ---------------------------------------- */
+
+/* read_text reads a JSON string (or null, which leaves "") into *out. */
+static int read_text(const char *v, const char *end, char **out, int *nul)
+{
+	struct buf b = {0};
+	buf_put(&b, "", 0);
+	if (!json_literal(v, end, "null") && !json_read_string(v, end, &b)) {
+		free(b.p);
+		return -1;
+	}
+	if (b.failed)
+		return -1;
+	if (strlen(b.p) != b.len)
+		*nul = 1;
+	free(*out);
+	*out = b.p;
+	return 0;
+}
+
+static int read_list(const char *v, const char *end, struct strings *s, int *nul)
+{
+	strings_free(s);
+	if (json_literal(v, end, "null"))
+		return 0;
+	if (v >= end || *v != '[')
+		return -1;
+	/* [] is a list, empty; null is none: v is set for the former */
+	if (!(s->v = calloc(1, sizeof *s->v)))
+		return -1;
+	s->cap = 1;
+	const char *p = json_skip_ws(v + 1, end);
+	if (p < end && *p == ']')
+		return 0;
+	for (;;) {
+		char *item = NULL;
+		p = json_skip_ws(p, end);
+		if (read_text(p, end, &item, nul))
+			return -1;
+		strings_add(s, item);
+		free(item);
+		if (s->failed)
+			return -1;
+		p = json_skip_ws(json_skip_value(p, end, 1), end);
+		if (!p || p >= end)
+			return -1;
+		if (*p == ']')
+			return 0;
+		if (*p++ != ',')
+			return -1;
+	}
+}
+
+static int read_bool(const char *v, const char *end, int *out)
+{
+	if (json_literal(v, end, "null"))
+		return 0;
+	if (json_literal(v, end, "true"))
+		*out = 1;
+	else if (json_literal(v, end, "false"))
+		*out = 0;
+	else
+		return -1;
+	return 0;
+}
+
+/* read_int reads an integer as Go decodes one into an integer field: a
+ * number that is not whole, or out of [min, max], is an error. */
+static int read_int(const char *v, const char *end, long long min, long long max, long long *out)
+{
+	if (json_literal(v, end, "null"))
+		return 0;
+	const char *after = json_skip_value(v, end, 1);
+	if (!after || v >= end || !(*v == '-' || (*v >= '0' && *v <= '9')))
+		return -1;
+	int neg = *v == '-';
+	if (neg && min == 0)
+		return -1; /* Go's ParseUint takes no sign, not even "-0" */
+	unsigned long long n = 0, limit = neg ? (unsigned long long)(-(min + 1)) + 1 : (unsigned long long)max;
+	for (const char *p = v + neg; p < after; p++) {
+		if (*p < '0' || *p > '9')
+			return -1; /* a fraction or an exponent */
+		unsigned d = (unsigned)(*p - '0');
+		if (n > (limit - d) / 10)
+			return -1;
+		n = n * 10 + d;
+	}
+	*out = neg ? (long long)(0 - n) : (long long)n;
+	return 0;
+}
+
+static int request_member(void *ctx, const char *key, const char *v, const char *end)
+{
+	struct request *r = ctx;
+	long long n;
+	if (!strcmp(key, "argv"))
+		return read_list(v, end, &r->argv, &r->nul);
+	if (!strcmp(key, "env"))
+		return read_list(v, end, &r->env, &r->nul);
+	if (!strcmp(key, "cwd"))
+		return read_text(v, end, &r->cwd, &r->nul);
+	if (!strcmp(key, "tty"))
+		return read_bool(v, end, &r->tty);
+	if (!strcmp(key, "seal"))
+		return read_bool(v, end, &r->seal);
+	if (!strcmp(key, "rows") || !strcmp(key, "cols")) {
+		n = key[0] == 'r' ? r->rows : r->cols;
+		if (read_int(v, end, 0, 65535, &n))
+			return -1;
+		*(key[0] == 'r' ? &r->rows : &r->cols) = (unsigned)n;
+	}
+	return 0;
+}
+
+/* agent_parse_request reads an execRequest as Go's json.Unmarshal does;
+ * -1 where Unmarshal would fail. */
+int agent_parse_request(const char *msg, size_t len, struct request *r)
+{
+	*r = (struct request){0};
+	if (json_whole(msg, len))
+		return -1;
+	return json_for_each_member(msg, msg + len, r, request_member);
+}
+
+void agent_free_request(struct request *r)
+{
+	strings_free(&r->argv);
+	strings_free(&r->env);
+	free(r->cwd);
+	*r = (struct request){0};
+}
+
+static int control_member(void *ctx, const char *key, const char *v, const char *end)
+{
+	struct control *c = ctx;
+	long long n = 0;
+	if (!strcmp(key, "signal"))
+		return read_int(v, end, LLONG_MIN, LLONG_MAX, &c->signal);
+	if (!strcmp(key, "kill"))
+		return read_bool(v, end, &c->kill);
+	if (!strcmp(key, "rows") || !strcmp(key, "cols"))
+		return read_int(v, end, 0, 65535, &n);
+	return 0;
+}
+
+int agent_parse_control(const char *msg, size_t len, struct control *c)
+{
+	*c = (struct control){0};
+	if (json_whole(msg, len))
+		return -1;
+	return json_for_each_member(msg, msg + len, c, control_member);
+}
+
+/* agent_event_json writes an execEvent as json.Marshal does. */
+void agent_event_json(const struct event *ev, struct buf *out)
+{
+	buf_puts(out, "{");
+	if (ev->started)
+		buf_puts(out, "\"started\":true,");
+	if (ev->pid) {
+		buf_puts(out, "\"pid\":");
+		json_put_int(out, ev->pid);
+		buf_puts(out, ",");
+	}
+	if (ev->exited)
+		buf_puts(out, "\"exited\":true,");
+	buf_puts(out, "\"code\":");
+	json_put_int(out, ev->code);
+	if (ev->signal) {
+		buf_puts(out, ",\"signal\":");
+		json_put_int(out, ev->signal);
+	}
+	if (ev->error.len) {
+		buf_puts(out, ",\"error\":");
+		json_put_string(out, ev->error.p);
+	}
+	buf_puts(out, "}");
+}
+
+static void set_error(struct event *ev, int code, const char *a, const char *b, const char *c)
+{
+	ev->code = code;
+	ev->error.len = 0;
+	buf_puts(&ev->error, a);
+	buf_puts(&ev->error, b ? b : "");
+	buf_puts(&ev->error, c ? c : "");
+}
+
+/* send_event sends ev with fd (when not negative) attached. */
+static void send_event(int sock, const struct event *ev, int fd)
+{
+	struct buf b = {0};
+	agent_event_json(ev, &b);
+	if (!b.failed)
+		wire_send(sock, b.p, b.len, &fd, fd >= 0 ? 1 : 0);
+	free(b.p);
+}
+
+/* go_error is strerror as Go's syscall.Errno spells it. */
+static const char *go_error(int err, char *space, size_t size)
+{
+	snprintf(space, size, "%s", strerror(err));
+	if (space[0] >= 'A' && space[0] <= 'Z' && !(space[1] >= 'A' && space[1] <= 'Z'))
+		space[0] = (char)(space[0] - 'A' + 'a');
+	return space;
+}
+
+/* ---- finding the program -------------------------------------------- */
+
+/* why_not_executable names the likely reason execve refused path. */
+static const char *why_not_executable(const char *path)
+{
+	struct stat st;
+	struct statvfs vfs;
+	if (stat(path, &st) == 0 && (st.st_mode & 0111) == 0)
+		return "the file has no execute permission";
+	if (statvfs(path, &vfs) == 0 && (vfs.f_flag & ST_NOEXEC))
+		return "it is on a noexec mount: nothing written in the sandbox can run";
+	return "the sandbox's exec rules refuse it";
+}
+
+void agent_exec_error(const char *name, const char *path, int err, struct event *ev)
+{
+	char text[128];
+	switch (err) {
+	case ENOENT:
+		set_error(ev, 127, name, ": command not found", NULL);
+		break;
+	case EACCES:
+	case EPERM:
+		set_error(ev, 126, name, ": permission denied (", why_not_executable(path));
+		buf_puts(&ev->error, ")");
+		break;
+	case ENOTDIR:
+	case ENOEXEC:
+	case EISDIR:
+		set_error(ev, 126, name, ": cannot run: ", go_error(err, text, sizeof text));
+		break;
+	default:
+		set_error(ev, 126, name, ": ", go_error(err, text, sizeof text));
+	}
+}
+
+/* clean_join is Go's filepath.Join(dir, name) for a name without a slash:
+ * filepath.Clean of the two joined. */
+static char *clean_join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 1;
+	char *in = malloc(n + 1), *out = malloc(n + 2);
+	if (!in || !out) {
+		free(in);
+		free(out);
+		return NULL;
+	}
+	snprintf(in, n + 1, "%s/%s", dir, name);
+	int rooted = in[0] == '/';
+	size_t r = 0, w = 0, dotdot = 0;
+	if (rooted) {
+		out[w++] = '/';
+		r = dotdot = 1;
+	}
+	while (r < n) {
+		if (in[r] == '/') {
+			r++;
+		} else if (in[r] == '.' && (r + 1 == n || in[r + 1] == '/')) {
+			r++;
+		} else if (in[r] == '.' && in[r + 1] == '.' && (r + 2 == n || in[r + 2] == '/')) {
+			r += 2;
+			if (w > dotdot) {
+				w--;
+				while (w > dotdot && out[w] != '/')
+					w--;
+			} else if (!rooted) {
+				if (w > 0)
+					out[w++] = '/';
+				out[w++] = '.';
+				out[w++] = '.';
+				dotdot = w;
+			}
+		} else {
+			if ((rooted && w != 1) || (!rooted && w != 0))
+				out[w++] = '/';
+			for (; r < n && in[r] != '/'; r++)
+				out[w++] = in[r];
+		}
+	}
+	if (w == 0)
+		out[w++] = '.';
+	out[w] = 0;
+	free(in);
+	return out;
+}
+
+static const char *env_value(char *const *env, int n, const char *name)
+{
+	size_t k = strlen(name);
+	for (int i = n - 1; i >= 0; i--)
+		if (strncmp(env[i], name, k) == 0 && env[i][k] == '=')
+			return env[i] + k + 1;
+	return "";
+}
+
+char *agent_lookup(const struct agent_config *cfg, const char *name, char *const *env, int nenv, struct event *ev)
+{
+	char *path = NULL;
+	if (!strchr(name, '/')) {
+		const char *dirs = env_value(env, nenv, "PATH");
+		while (*dirs && !path) {
+			const char *c = strchrnul(dirs, ':');
+			char *dir = strndup(dirs, (size_t)(c - dirs));
+			dirs = *c ? c + 1 : c;
+			if (!dir || !*dir) {
+				free(dir);
+				continue;
+			}
+			char *candidate = clean_join(dir, name);
+			free(dir);
+			struct stat st;
+			if (candidate && stat(candidate, &st) == 0 && S_ISREG(st.st_mode))
+				path = candidate;
+			else
+				free(candidate);
+		}
+		if (!path) {
+			set_error(ev, 127, name, ": command not found", NULL);
+			return NULL;
+		}
+	} else if (!(path = strdup(name))) {
+		set_error(ev, 126, name, ": out of memory", NULL);
+		return NULL;
+	}
+	if (!cfg->allow_all && path[0] == '/') {
+		char *real = realpath(path, NULL);
+		int ok = 0;
+		for (int i = 0; real && i < cfg->allow.n && !ok; i++)
+			ok = strcmp(cfg->allow.v[i], real) == 0;
+		if (!real || !ok) {
+			set_error(ev, 127, name, real ? ": not allowed by the policy's exec.allow" : ": command not found", NULL);
+			free(real);
+			free(path);
+			return NULL;
+		}
+		free(real);
+	}
+	return path;
+}
+
+/* ---- starting a command --------------------------------------------- */
+
+struct child {
+	const char *path, *cwd;
+	char *const *argv, *const *env;
+	int fds[3], tty;
+	int err; /* set by the child when it fails before execve */
+};
+
+static char child_stack[32768] __attribute__((aligned(16)));
+
+/* child_main runs in the command's process, sharing the agent's memory
+ * until execve (CLONE_VM | CLONE_VFORK, as posix_spawn does): it only
+ * makes system calls and reports a failure through c->err. */
+static int child_main(void *arg)
+{
+	struct child *c = arg;
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (setsid() < 0 || chdir(c->cwd) < 0)
+		goto fail;
+	int fds[3];
+	for (int i = 0; i < 3; i++) {
+		fds[i] = c->fds[i];
+		if (fds[i] < 3 && (fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3)) < 0)
+			goto fail;
+	}
+	for (int i = 0; i < 3; i++)
+		if (dup2(fds[i], i) < 0)
+			goto fail;
+	if (c->tty && ioctl(0, TIOCSCTTY, 1) < 0)
+		goto fail;
+	execve(c->path, c->argv, c->env);
+fail:
+	c->err = errno;
+	_exit(127);
+}
+
+/* open_pty makes a new terminal in the sandbox's own devpts. The slave
+ * opens read-write and never as the agent's own controlling terminal:
+ * the command's TIOCSCTTY would fail with EPERM otherwise. */
+static int open_pty(unsigned rows, unsigned cols, int *master, int *slave)
+{
+	int m = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (m < 0)
+		return -1;
+	int unlock = 0;
+	if (ioctl(m, TIOCSPTLCK, &unlock) < 0)
+		goto fail;
+	int s = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (s < 0)
+		goto fail;
+	if (rows > 0 && cols > 0) {
+		struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+		ioctl(m, TIOCSWINSZ, &ws);
+	}
+	*master = m;
+	*slave = s;
+	return 0;
+fail:;
+	int err = errno;
+	close(m);
+	errno = err;
+	return -1;
+}
+
+/* start forks and execs one command; it returns the pid, or 0 with ev
+ * filled in. A terminal's master side goes to *master. */
+static pid_t start(const struct agent_config *cfg, struct request *r, const int *fds, int nfds, int *master,
+		   struct event *ev)
+{
+	*master = -1;
+	if (r->argv.n == 0 || !r->argv.v[0][0]) {
+		set_error(ev, 125, "no command given", NULL, NULL);
+		return 0;
+	}
+	if (r->nul) {
+		agent_exec_error(r->argv.v[0], r->argv.v[0], EINVAL, ev);
+		return 0;
+	}
+	char *path = agent_lookup(cfg, r->argv.v[0], r->env.v, r->env.n, ev);
+	if (!path)
+		return 0;
+	static char *const no_env[] = {NULL};
+	struct child c = {.path = path, .cwd = r->cwd && *r->cwd ? r->cwd : "/", .argv = r->argv.v,
+			  .env = r->env.n ? r->env.v : no_env, .tty = r->tty};
+	int slave = -1;
+	if (r->tty) {
+		char text[128];
+		if (open_pty(r->rows, r->cols, master, &slave) < 0) {
+			set_error(ev, 125, "terminal: ", go_error(errno, text, sizeof text), NULL);
+			free(path);
+			return 0;
+		}
+		c.fds[0] = c.fds[1] = c.fds[2] = slave;
+	} else {
+		if (nfds != 3) {
+			char text[96];
+			snprintf(text, sizeof text, "want stdin, stdout and stderr, got %d descriptors", nfds);
+			set_error(ev, 125, text, NULL, NULL);
+			free(path);
+			return 0;
+		}
+		memcpy(c.fds, fds, sizeof c.fds);
+	}
+	pid_t pid = clone(child_main, child_stack + sizeof child_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+	int err = pid < 0 ? errno : c.err;
+	if (slave >= 0)
+		close(slave);
+	if (err) {
+		/* a child that failed before execve is reaped with the others */
+		if (*master >= 0)
+			close(*master);
+		*master = -1;
+		agent_exec_error(r->argv.v[0], path, err, ev);
+		free(path);
+		return 0;
+	}
+	free(path);
+	return pid;
+}
+
+/* ---- the event loop ------------------------------------------------- */
+
+struct conn {
+	int fd;
+	pid_t pid;   /* the command, once started */
+	int reading; /* the connection is watched for messages */
+	struct conn *next;
+};
+
+static struct agent {
+	struct agent_config cfg;
+	int epoll, sigfd, sealed;
+	struct conn *conns;
+} agent;
+
+static char listener_tag, signal_tag;
+
+static void fatal(const char *what, const char *detail)
+{
+	dprintf(2, "warden: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+	_exit(EXIT_WARDEN);
+}
+
+static void trim(void) { malloc_trim(0); }
+
+/* seal applies Landlock once. */
+static int seal(struct event *ev)
+{
+	if (agent.sealed)
+		return 0;
+	struct rules rules = {0};
+	struct buf err = {0};
+	landlock_rules(&agent.cfg, &rules);
+	int rc = rules.failed ? -1 : landlock_restrict(&rules, &err);
+	if (rc) {
+		set_error(ev, 125, "landlock: ", rules.failed ? "out of memory" : err.p, NULL);
+	} else {
+		agent.sealed = 1;
+		strings_free(&agent.cfg.hidden); /* needed no more */
+	}
+	rules_free(&rules);
+	free(err.p);
+	trim();
+	return rc;
+}
+
+static void drop(struct conn *c)
+{
+	for (struct conn **p = &agent.conns; *p; p = &(*p)->next) {
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	}
+	close(c->fd); /* leaves the epoll set with it */
+	free(c);
+}
+
+static void stop_reading(struct conn *c)
+{
+	if (c->reading)
+		epoll_ctl(agent.epoll, EPOLL_CTL_DEL, c->fd, NULL);
+	c->reading = 0;
+}
+
+/* receive reads one message, peeking at its size first so that an idle
+ * agent holds no buffer. It returns the message, or NULL with err set
+ * (NULL: nothing to read after all). */
+static char *receive(int fd, size_t *len, int *fds, int *nfds, const char **err)
+{
+	char peek;
+	*nfds = 0;
+	*err = NULL;
+	ssize_t size = recv(fd, &peek, 1, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+	if (size < 0) {
+		/* EAGAIN: an event for a connection since gone, whose memory
+		 * a new one took */
+		*err = errno == EAGAIN ? NULL : strerror(errno);
+		return NULL;
+	}
+	size_t cap = (size_t)size < MAX_MESSAGE ? (size_t)size : MAX_MESSAGE;
+	char *msg = malloc(cap + 1);
+	if (!msg) {
+		*err = "out of memory";
+		return NULL;
+	}
+	ssize_t n = wire_receive(fd, msg, cap + 1, fds, nfds);
+	const char *why = NULL;
+	if (n == -1)
+		why = strerror(errno);
+	else if (n == -2 || n > MAX_MESSAGE)
+		why = "message larger than 1048576 bytes: shorten the command line or its environment";
+	else if (n == 0)
+		why = "connection closed";
+	if (why) {
+		for (int i = 0; i < *nfds; i++)
+			close(fds[i]);
+		*nfds = 0;
+		free(msg);
+		*err = why;
+		return NULL;
+	}
+	*len = (size_t)n;
+	return msg;
+}
+
+static void close_fds(int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* serve handles a connection's first message: a seal or a command. */
+static void serve(struct conn *c)
+{
+	int fds[MAX_FDS], nfds;
+	size_t len;
+	const char *err;
+	struct event ev = {0};
+	struct request r;
+	char *msg = receive(c->fd, &len, fds, &nfds, &err);
+	if (!msg && !err)
+		return;
+	if (!msg || agent_parse_request(msg, len, &r)) {
+		if (msg) {
+			close_fds(fds, nfds);
+			agent_free_request(&r);
+		}
+		set_error(&ev, 125, "bad request: ", msg ? "malformed message: not a valid request" : err, NULL);
+		free(msg);
+		send_event(c->fd, &ev, -1);
+		free(ev.error.p);
+		drop(c);
+		return;
+	}
+	free(msg);
+	pid_t pid = 0;
+	int master = -1;
+	/* A pooled sandbox seals before its first command at the latest. */
+	if (seal(&ev) == 0 && !r.seal)
+		pid = start(&agent.cfg, &r, fds, nfds, &master, &ev);
+	close_fds(fds, nfds);
+	agent_free_request(&r);
+	if (!pid) {
+		send_event(c->fd, &ev, -1);
+		free(ev.error.p);
+		drop(c);
+		return;
+	}
+	c->pid = pid;
+	/* Only a terminal needs a message at start (its master side);
+	 * without one, the single reply is how the command ended. */
+	if (master >= 0) {
+		struct event started = {.started = 1, .pid = pid};
+		send_event(c->fd, &started, master);
+		close(master);
+	}
+}
+
+/* control applies what the client sends while a command runs. A client
+ * that goes away takes its command's process tree with it. */
+static void control(struct conn *c)
+{
+	int fds[MAX_FDS], nfds;
+	size_t len;
+	const char *err;
+	struct control ctl;
+	char *msg = receive(c->fd, &len, fds, &nfds, &err);
+	close_fds(fds, nfds);
+	if (!msg && !err)
+		return;
+	if (!msg || agent_parse_control(msg, len, &ctl)) {
+		kill(-c->pid, SIGKILL);
+		stop_reading(c);
+	} else if (ctl.kill) {
+		kill(-c->pid, SIGKILL);
+	} else if (ctl.signal > 0 && ctl.signal < 65) {
+		kill(-c->pid, (int)ctl.signal);
+	}
+	/* a resize is applied by the client on the master side */
+	free(msg);
+}
+
+/* reap collects every child, its own commands and reparented orphans,
+ * and tells each command's client how it ended. */
+static void reap(void)
+{
+	struct signalfd_siginfo si;
+	while (read(agent.sigfd, &si, sizeof si) > 0) {
+	}
+	int status;
+	pid_t pid;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (struct conn *c = agent.conns; c; c = c->next) {
+			if (c->pid != pid)
+				continue;
+			struct event ev = {.exited = 1};
+			if (WIFSIGNALED(status)) {
+				ev.signal = WTERMSIG(status);
+				ev.code = 128 + ev.signal;
+			} else {
+				ev.code = WEXITSTATUS(status);
+			}
+			send_event(c->fd, &ev, -1);
+			drop(c);
+			break;
+		}
+	}
+}
+
+static void accept_all(int listener)
+{
+	for (;;) {
+		int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		struct conn *c = calloc(1, sizeof *c);
+		struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
+		if (!c || epoll_ctl(agent.epoll, EPOLL_CTL_ADD, fd, &e) < 0) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->fd = fd;
+		c->reading = 1;
+		c->next = agent.conns;
+		agent.conns = c;
+	}
+}
+
+static void ignore(int sig) { (void)sig; }
+
+static void parse_flags(int argc, char **argv)
+{
+	struct agent_config *cfg = &agent.cfg;
+	const char *hidden = NULL;
+	cfg->allow_all = 1;
+	for (int i = 2; i < argc; i++) {
+		char name[32];
+		const char *value;
+		if (argv[i][0] != '-' || cli_flag(argv[i], name, sizeof name, &value))
+			fatal("agent: unexpected argument", argv[i]);
+		if (!strcmp(name, "pooled")) {
+			cfg->pooled = !value || !strcmp(value, "true") || !strcmp(value, "1");
+			continue;
+		}
+		if (strcmp(name, "exec-allow") && strcmp(name, "writable") && strcmp(name, "hidden-programs"))
+			fatal("agent: flag provided but not defined", argv[i]);
+		if (!value && ++i >= argc)
+			fatal("agent: flag needs an argument", name);
+		if (!value)
+			value = argv[i];
+		if (!strcmp(name, "exec-allow")) {
+			cfg->allow_all = 0;
+			strings_free(&cfg->allow);
+			split(&cfg->allow, value);
+		} else if (!strcmp(name, "writable")) {
+			strings_free(&cfg->writable);
+			split(&cfg->writable, value);
+		} else {
+			hidden = value;
+		}
+	}
+	if (hidden && *hidden) {
+		FILE *f = fopen(hidden, "re");
+		if (!f) {
+			char text[128];
+			struct buf b = {0};
+			buf_puts(&b, "open ");
+			buf_puts(&b, hidden);
+			buf_puts(&b, ": ");
+			buf_puts(&b, go_error(errno, text, sizeof text));
+			fatal(b.p, NULL);
+		}
+		char *line = NULL;
+		size_t cap = 0;
+		ssize_t n;
+		while ((n = getline(&line, &cap, f)) >= 0) {
+			if (n > 0 && line[n - 1] == '\n')
+				line[--n] = 0;
+			if (n > 0)
+				strings_add(&cfg->hidden, line);
+		}
+		free(line);
+		fclose(f);
+	}
+	if (cfg->allow.failed || cfg->writable.failed || cfg->hidden.failed)
+		fatal("agent", "out of memory");
+}
+
+static void run(int argc, char **argv)
+{
+	parse_flags(argc, argv);
+	if (getpid() != 1)
+		fatal("the agent runs only as a sandbox's PID 1", NULL);
+	int domain = 0;
+	socklen_t dlen = sizeof domain;
+	if (fcntl(LISTENER_FD, F_SETFD, FD_CLOEXEC) < 0 ||
+	    getsockopt(LISTENER_FD, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) < 0)
+		fatal("agent listener", strerror(errno));
+	if (domain != AF_UNIX)
+		fatal("agent listener is not a unix socket", NULL);
+	fcntl(LISTENER_FD, F_SETFL, fcntl(LISTENER_FD, F_GETFL) | O_NONBLOCK);
+
+	/* PID 1 of a namespace only dies of what it chooses to; the host
+	 * stops it with SIGKILL. These are caught and dropped, not ignored:
+	 * an ignored signal stays ignored in every command the agent starts,
+	 * while a caught one is reset to its default by execve. */
+	struct sigaction sa = {.sa_handler = ignore, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	int caught[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE};
+	for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
+		sigaction(caught[i], &sa, NULL);
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	agent.sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	agent.epoll = epoll_create1(EPOLL_CLOEXEC);
+	if (agent.sigfd < 0 || agent.epoll < 0)
+		fatal("agent", strerror(errno));
+	struct epoll_event el = {.events = EPOLLIN, .data.ptr = &listener_tag};
+	struct epoll_event es = {.events = EPOLLIN, .data.ptr = &signal_tag};
+	if (epoll_ctl(agent.epoll, EPOLL_CTL_ADD, LISTENER_FD, &el) < 0 ||
+	    epoll_ctl(agent.epoll, EPOLL_CTL_ADD, agent.sigfd, &es) < 0)
+		fatal("agent", strerror(errno));
+
+	if (!agent.cfg.pooled) {
+		struct event ev = {0};
+		if (seal(&ev))
+			fatal(ev.error.p, NULL);
+	}
+	trim();
+	for (;;) {
+		struct epoll_event events[16];
+		int n = epoll_wait(agent.epoll, events, 16, -1);
+		if (n < 0 && errno != EINTR)
+			fatal("agent", strerror(errno));
+		for (int i = 0; i < n; i++) {
+			void *tag = events[i].data.ptr;
+			if (tag == &listener_tag)
+				accept_all(LISTENER_FD);
+			else if (tag == &signal_tag)
+				reap();
+		}
+		/* connections after the reaper: a command that ended has
+		 * freed its connection, which a later event may name */
+		for (int i = 0; i < n; i++) {
+			void *tag = events[i].data.ptr;
+			if (tag == &listener_tag || tag == &signal_tag)
+				continue;
+			struct conn *c;
+			for (c = agent.conns; c && c != tag; c = c->next) {
+			}
+			if (!c || !c->reading)
+				continue;
+			if (c->pid)
+				control(c);
+			else
+				serve(c);
+		}
+	}
+}
+
+__attribute__((constructor)) static void agent_main(int argc, char **argv)
+{
+	if (argc >= 2 && argv && argv[1] && strcmp(argv[1], "agent") == 0)
+		run(argc, argv);
+}

@@ -1,0 +1,111 @@
+// The sandbox agent's parts, named here so that landlock.c and the Go
+// tests (through agent.go) can reach them.
+#ifndef WARDEN_AGENT_H
+#define WARDEN_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+struct strings {
+	char **v;
+	int n, cap;
+	int failed;
+};
+
+void strings_add(struct strings *s, const char *v);
+void strings_free(struct strings *s);
+
+struct agent_config {
+	int allow_all;           /* no exec.allow: everything visible may run */
+	struct strings allow;    /* --exec-allow */
+	struct strings writable; /* --writable */
+	struct strings hidden;   /* --hidden-programs, the file's lines */
+	int pooled;
+};
+
+/* runtime.execRequest */
+struct request {
+	struct strings argv, env;
+	char *cwd;
+	int tty, seal;
+	unsigned rows, cols;
+	int nul; /* a string held a NUL byte, which no C string can carry */
+};
+
+int agent_parse_request(const char *msg, size_t len, struct request *r);
+void agent_free_request(struct request *r);
+
+/* runtime.execControl */
+struct control {
+	long long signal;
+	int kill;
+};
+
+int agent_parse_control(const char *msg, size_t len, struct control *c);
+
+/* runtime.execEvent */
+struct event {
+	int started, exited;
+	long pid;
+	int code, signal;
+	struct buf error;
+};
+
+void agent_event_json(const struct event *ev, struct buf *out);
+
+/* agent_lookup resolves name as the Go agent did; it returns the path
+ * (to free) or NULL with ev filled in. */
+char *agent_lookup(const struct agent_config *cfg, const char *name, char *const *env, int nenv, struct event *ev);
+void agent_exec_error(const char *name, const char *path, int err, struct event *ev);
+
+/* ---- Landlock (landlock.c) ------------------------------------------ */
+
+#define LL_EXECUTE (1ULL << 0)
+#define LL_WRITE_FILE (1ULL << 1)
+#define LL_READ_FILE (1ULL << 2)
+#define LL_READ_DIR (1ULL << 3)
+#define LL_REMOVE_DIR (1ULL << 4)
+#define LL_REMOVE_FILE (1ULL << 5)
+#define LL_MAKE_CHAR (1ULL << 6)
+#define LL_MAKE_DIR (1ULL << 7)
+#define LL_MAKE_REG (1ULL << 8)
+#define LL_MAKE_SOCK (1ULL << 9)
+#define LL_MAKE_FIFO (1ULL << 10)
+#define LL_MAKE_BLOCK (1ULL << 11)
+#define LL_MAKE_SYM (1ULL << 12)
+#define LL_REFER (1ULL << 13)
+#define LL_TRUNCATE (1ULL << 14)
+#define LL_IOCTL_DEV (1ULL << 15)
+
+struct rule {
+	char *path;
+	uint64_t access;
+};
+
+struct rules {
+	struct rule *v;
+	int n, cap;
+	int failed;
+};
+
+void rules_add(struct rules *r, const char *path, uint64_t access);
+void rules_free(struct rules *r);
+
+/* landlock_rules is what the agent asks of Landlock for cfg. */
+void landlock_rules(const struct agent_config *cfg, struct rules *out);
+/* landlock_readable_except: reading everything but the hidden files. */
+void landlock_readable_except(char *const *hidden, int n, struct rules *out);
+/* landlock_executables adds each ELF program's interpreter. */
+void landlock_executables(char *const *exes, int n, struct strings *out);
+/* elf_interp reads a program's PT_INTERP; 0 when it has one. */
+int elf_interp(const char *path, struct buf *out);
+/* landlock_handled is what an ABI version handles of the file system
+ * rights go-landlock's V7 knows. */
+uint64_t landlock_handled(int abi);
+/* landlock_restrict applies the rules, downgraded to what the kernel
+ * knows; err says why it failed. */
+int landlock_restrict(const struct rules *rules, struct buf *err);
+
+#endif
