@@ -88,10 +88,10 @@ func (w *watchdog) end() bool {
 // bytes (a user-space copy costs two per byte; on loopback the proxy's CPU
 // per byte fell ~15-25% with this and reno on the sandbox's side, and most
 // of what is left is the kernel's work for the second TCP connection, not
-// copying). A pipe is held only while
-// data is in it, so an idle connection holds none, and at most pipeSize
-// bytes wait in it per direction: the bound of the 256 KiB user-space
-// buffer it replaces (a 1 MiB pipe measured no faster).
+// copying). A pipe is held only while data is in it, so an idle connection
+// holds none, and at most pipeSize bytes wait in it per direction: the
+// bound of the 256 KiB user-space buffer it replaces (a 1 MiB pipe
+// measured no faster).
 const pipeSize = 256 << 10
 
 // spipe is a pipe and how many bytes it holds.
