@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -81,28 +82,159 @@ func (w *watchdog) end() bool {
 	return w.fired.Load()
 }
 
-// copyBufs holds the buffers copies go through.
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+// A copy moves data socket to socket through a kernel pipe with splice(2):
+// the pipe takes references to the pages the source socket received and
+// the destination socket sends those pages, so the proxy never copies the
+// bytes (a user-space copy costs two per byte; on loopback the proxy's CPU
+// per byte fell ~15-25% with this and reno on the sandbox's side, and most
+// of what is left is the kernel's work for the second TCP connection, not
+// copying). A pipe is held only while data is in it, so an idle connection
+// holds none, and at most pipeSize bytes wait in it per direction: the
+// bound of the 256 KiB user-space buffer it replaces (a 1 MiB pipe
+// measured no faster).
+const pipeSize = 256 << 10
 
-// copyBufSize: between loopback sockets on this project's kernels a copy
-// through a 256 KiB buffer moved ~1.3x what splice (TCPConn.ReadFrom) did,
-// and as much as a 1 MiB buffer.
-const copyBufSize = 256 << 10
+// spipe is a pipe and how many bytes it holds.
+type spipe struct {
+	r, w int
+	size int // what one fill asks for: the pipe's capacity
+	held int
+}
 
-// copyConn moves n bytes (all until EOF when n < 0) from src to dst through
-// a user-space buffer (see copyBufSize).
+// idlePipes keeps empty pipes for the next copy, so a short exchange costs
+// no pipe2, fcntl and close calls. The descriptors they hold are part of
+// the reserve GlobalMaxConns leaves.
+var idlePipes = make(chan *spipe, 32)
+
+func getPipe() (*spipe, error) {
+	select {
+	case p := <-idlePipes:
+		return p, nil
+	default:
+	}
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return nil, fmt.Errorf("pipe for splice: %w", err)
+	}
+	p := &spipe{r: fds[0], w: fds[1], size: 64 << 10} // the default capacity
+	// Fails without CAP_SYS_RESOURCE once the user's pipes are over
+	// fs.pipe-user-pages-soft; the pipe then keeps what it has.
+	if n, err := unix.FcntlInt(uintptr(p.w), unix.F_SETPIPE_SZ, pipeSize); err == nil {
+		p.size = n
+	} else if n, err := unix.FcntlInt(uintptr(p.w), unix.F_GETPIPE_SZ, 0); err == nil {
+		p.size = n
+	}
+	return p, nil
+}
+
+// putPipe keeps an empty pipe for reuse and closes one that still holds
+// data (a copy that failed) or finds the pool full.
+func putPipe(p *spipe) {
+	if p.held == 0 {
+		select {
+		case idlePipes <- p:
+			return
+		default:
+		}
+	}
+	unix.Close(p.r)
+	unix.Close(p.w)
+}
+
+// copyConn moves n bytes (all until EOF when n < 0) from src to dst with
+// splice(2), never reading past the n bytes (a kept-alive upstream's next
+// response stays in its socket). It returns what reached dst. Waits go
+// through the connections' poller, so Close and deadlines end a copy as
+// they end a Read or Write.
 func copyConn(dst, src *net.TCPConn, n int64) (int64, error) {
-	buf := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(buf)
-	var r io.Reader = struct{ io.Reader }{src} // hide WriteTo: no splice
-	if n >= 0 {
-		r = io.LimitReader(r, n)
+	rsrc, err := src.SyscallConn()
+	if err != nil {
+		return 0, err
 	}
-	m, err := io.CopyBuffer(struct{ io.Writer }{dst}, r, *buf)
-	if err == nil && n >= 0 && m < n {
-		err = io.ErrUnexpectedEOF
+	rdst, err := dst.SyscallConn()
+	if err != nil {
+		return 0, err
 	}
-	return m, err
+	var p *spipe
+	defer func() {
+		if p != nil {
+			putPipe(p)
+		}
+	}()
+	var moved int64
+	for n < 0 || moved < n {
+		// Fill: a pipe only once the source has data, given back if not.
+		var got int
+		var serr error
+		err := rsrc.Read(func(fd uintptr) bool {
+			if p == nil {
+				if p, serr = getPipe(); serr != nil {
+					return true
+				}
+			}
+			want := p.size
+			if n >= 0 {
+				want = int(min(int64(want), n-moved))
+			}
+			for {
+				k, err := unix.Splice(int(fd), nil, p.w, nil, want, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+				switch err {
+				case unix.EINTR:
+					continue
+				case unix.EAGAIN:
+					putPipe(p) // empty: no data came
+					p = nil
+					return false
+				}
+				got, serr = int(k), err
+				return true
+			}
+		})
+		if err == nil {
+			err = serr
+		}
+		if err != nil {
+			return moved, err
+		}
+		if got == 0 {
+			if n >= 0 {
+				return moved, io.ErrUnexpectedEOF
+			}
+			return moved, nil
+		}
+		p.held = got
+		// Drain: all of it, waiting while dst's send buffer is full.
+		err = rdst.Write(func(fd uintptr) bool {
+			for p.held > 0 {
+				k, err := unix.Splice(p.r, nil, int(fd), nil, p.held, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+				switch err {
+				case nil:
+					if k == 0 {
+						serr = io.ErrShortWrite
+						return true
+					}
+					p.held -= int(k)
+					moved += k
+				case unix.EINTR:
+				case unix.EAGAIN:
+					return false
+				default:
+					serr = err
+					return true
+				}
+			}
+			return true
+		})
+		if err == nil {
+			err = serr
+		}
+		if err != nil {
+			return moved, err
+		}
+		putPipe(p)
+		p = nil
+	}
+	return moved, nil
 }
 
 // pipe joins a client and an upstream connection both ways until both

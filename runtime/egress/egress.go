@@ -207,13 +207,15 @@ func (p *Proxy) Serve(ln net.Listener) error {
 
 // GlobalMaxConns bounds the connections open at once through all proxies
 // of this process, so that sandboxes together cannot use up the daemon's
-// file descriptors: each connection holds two (client and upstream).
+// file descriptors: each connection holds two sockets (client and
+// upstream) and, while data is in flight, a pipe (two descriptors) per
+// direction (see copyConn).
 var GlobalMaxConns = func() int {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
 		return 1024
 	}
-	return int(max(256, min(16384, (int64(rl.Cur)-1024)/4)))
+	return int(max(256, min(16384, (int64(rl.Cur)-1024)/6)))
 }()
 
 var globalSlots = make(chan struct{}, GlobalMaxConns)
@@ -554,7 +556,13 @@ func hostPort(host string, port int) string {
 // 1 MiB (2 MiB with the kernel's overhead: a window for ~80 Mbit/s at a
 // 100 ms round trip). The kernel's autotuning would let a sandbox that
 // stops reading pin up to tcp_rmem's and tcp_wmem's maxima per socket.
+//
+// The sandbox's side is a loopback hop, where congestion control has
+// nothing to do, while a pacing one (bbr, a common host default) arms a
+// timer for each burst it sends: reno, built into every kernel and allowed
+// to every user, does not pace. Upstream keeps the host's choice.
 const (
+	sandboxCongestion    = "reno"
 	sandboxSocketBuffer  = 256 << 10
 	upstreamReadBuffer   = 1 << 20
 	upstreamNotSentLowat = 128 << 10
@@ -563,6 +571,11 @@ const (
 func tuneSandboxConn(c *net.TCPConn) {
 	c.SetReadBuffer(sandboxSocketBuffer)
 	c.SetWriteBuffer(sandboxSocketBuffer)
+	if rc, err := c.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, sandboxCongestion)
+		})
+	}
 }
 
 func tuneUpstreamConn(c *net.TCPConn) {
