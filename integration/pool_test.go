@@ -605,3 +605,46 @@ func TestPoolHostileWorkspace(t *testing.T) {
 		t.Errorf("the workspace's symlink was changed: %v %v", fi, err)
 	}
 }
+
+// A read-only $DATA_DIR is bound late like the workspace, and Landlock's
+// rules for it come with the seal: readable, not writable, in a cold
+// session and in a claimed one alike.
+func TestSessionDataDirReadOnly(t *testing.T) {
+	r := newRoot(t)
+	policy := r.policy(`name = "data-ro"
+[fs]
+read = ["$DATA_DIR"]
+write = ["$WORK_DIR"]
+[exec]
+allow = ["sh", "cat", "ls", "touch"]
+`)
+	data := tempDir(t)
+	if err := os.WriteFile(filepath.Join(data, "d.txt"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := probeScript + `
+p read_data cat /data/d.txt
+p list_data ls /data
+p write_data touch /data/new
+p write_ws touch /workspace/new
+`
+	want := map[string]string{"read_data": "ok", "list_data": "ok", "write_data": "fail", "write_ws": "ok"}
+	for _, pooled := range []bool{false, true} {
+		if pooled {
+			r.fill(policy, 1)
+			r.waitPool(1)
+		}
+		id := r.id("data")
+		res := r.warden("session", "create", "--policy", policy, "--workspace", workspace(t, 0), "--data-dir", data, "--id", id)
+		if res.Exit != 0 {
+			t.Fatalf("session create: exit %d: %s", res.Exit, res.Stderr)
+		}
+		if got := strings.HasPrefix(r.container(id), "pool-"); got != pooled {
+			t.Fatalf("pooled %v: session %s runs in container %s", pooled, id, r.container(id))
+		}
+		expectProbes(t, probes(r.sh(id, script)), want)
+	}
+	if _, err := os.Stat(filepath.Join(data, "new")); err == nil {
+		t.Fatal("the sandbox wrote into the read-only data folder")
+	}
+}

@@ -566,6 +566,8 @@ struct conn {
 static struct agent {
 	struct agent_config cfg;
 	int epoll, sigfd, sealed;
+	struct landlock landlock; /* filled by prepare, enforced by seal */
+	struct buf unprepared;    /* why prepare failed */
 	struct conn *conns;
 } agent;
 
@@ -579,24 +581,46 @@ static void fatal(const char *what, const char *detail)
 
 static void trim(void) { malloc_trim(0); }
 
-/* seal applies Landlock once. */
+/* prepare starts the Landlock ruleset with the rules known at start:
+ * most of the work (about a thousand rules where exec.allow hides the
+ * system's other programs), done before a claim rather than in it. A
+ * failure is kept for seal to report. */
+static void prepare(void)
+{
+	struct rules rules = {0};
+	landlock_base_rules(&agent.cfg, &rules);
+	if (rules.failed)
+		buf_puts(&agent.unprepared, "out of memory");
+	else if (landlock_begin(&agent.landlock, agent.cfg.writable.n > 0, &agent.unprepared) == 0)
+		landlock_add(&agent.landlock, &rules, &agent.unprepared);
+	rules_free(&rules);
+	strings_free(&agent.cfg.hidden); /* needed no more */
+	trim();
+}
+
+/* seal adds the session folders' rules and applies Landlock, once. */
 static int seal(struct event *ev)
 {
 	if (agent.sealed)
 		return 0;
+	if (agent.unprepared.p) {
+		set_error(ev, 125, "landlock: ", agent.unprepared.p, NULL);
+		return -1;
+	}
 	struct rules rules = {0};
 	struct buf err = {0};
-	landlock_rules(&agent.cfg, &rules);
-	int rc = rules.failed ? -1 : landlock_restrict(&rules, &err);
-	if (rc) {
-		set_error(ev, 125, "landlock: ", rules.failed ? "out of memory" : err.p, NULL);
-	} else {
+	landlock_session_rules(&agent.cfg, &rules);
+	int rc = -1;
+	if (rules.failed)
+		buf_puts(&err, "out of memory");
+	else if (landlock_add(&agent.landlock, &rules, &err) == 0)
+		rc = landlock_enforce(&agent.landlock, &err);
+	if (rc)
+		set_error(ev, 125, "landlock: ", err.p, NULL);
+	else
 		agent.sealed = 1;
-		strings_free(&agent.cfg.hidden); /* needed no more */
-	}
 	rules_free(&rules);
 	free(err.p);
-	trim();
 	return rc;
 }
 
@@ -881,6 +905,7 @@ static void run(int argc, char **argv)
 	    epoll_ctl(agent.epoll, EPOLL_CTL_ADD, agent.sigfd, &es) < 0)
 		fatal("agent", strerror(errno));
 
+	prepare();
 	if (!agent.cfg.pooled) {
 		struct event ev = {0};
 		if (seal(&ev))

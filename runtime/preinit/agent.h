@@ -93,8 +93,12 @@ struct rules {
 void rules_add(struct rules *r, const char *path, uint64_t access);
 void rules_free(struct rules *r);
 
-/* landlock_rules is what the agent asks of Landlock for cfg. */
+/* landlock_rules is what the agent asks of Landlock for cfg: the base
+ * rules, known from its start, then the session rules, for the folders a
+ * claim binds into the running sandbox. */
 void landlock_rules(const struct agent_config *cfg, struct rules *out);
+void landlock_base_rules(const struct agent_config *cfg, struct rules *out);
+void landlock_session_rules(const struct agent_config *cfg, struct rules *out);
 /* landlock_readable_except: reading everything but the hidden files. */
 void landlock_readable_except(char *const *hidden, int n, struct rules *out);
 /* landlock_executables adds each ELF program's interpreter. */
@@ -104,8 +108,17 @@ int elf_interp(const char *path, struct buf *out);
 /* landlock_handled is what an ABI version handles of the file system
  * rights go-landlock's V7 knows. */
 uint64_t landlock_handled(int abi);
-/* landlock_restrict applies the rules, downgraded to what the kernel
- * knows; err says why it failed. */
-int landlock_restrict(const struct rules *rules, struct buf *err);
+/* A ruleset being filled: landlock_begin makes it (fd -1 when the kernel
+ * cannot enforce it and best effort restricts nothing; refer says rules
+ * will need "refer"), landlock_add adds rules downgraded to what the
+ * kernel knows, landlock_enforce restricts the agent and every command it
+ * will start. Each returns -1 with err saying why it failed. */
+struct landlock {
+	int fd;
+	uint64_t handled;
+};
+int landlock_begin(struct landlock *l, int refer, struct buf *err);
+int landlock_add(struct landlock *l, const struct rules *rules, struct buf *err);
+int landlock_enforce(struct landlock *l, struct buf *err);
 
 #endif

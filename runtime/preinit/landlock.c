@@ -72,7 +72,7 @@ static int exists(const char *path)
 	return stat(path, &st) == 0;
 }
 
-void landlock_rules(const struct agent_config *cfg, struct rules *out)
+void landlock_base_rules(const struct agent_config *cfg, struct rules *out)
 {
 	if (cfg->allow_all) {
 		rules_add(out, "/", read_rights | LL_EXECUTE);
@@ -86,11 +86,29 @@ void landlock_rules(const struct agent_config *cfg, struct rules *out)
 			out->failed = 1;
 		strings_free(&exes);
 	}
+	rules_add(out, "/dev", read_rights | LL_WRITE_FILE | LL_IOCTL_DEV | LL_TRUNCATE);
+	rules_add(out, "/proc", read_rights | LL_WRITE_FILE | LL_TRUNCATE);
+}
+
+/* The session's folders are the only mounts a claim adds: rules made
+ * before it would attach to the empty mountpoints beneath them. Reading
+ * them is what the base rules grant every other entry of "/". */
+static const char *const session_folders[] = {"/workspace", "/data"};
+
+void landlock_session_rules(const struct agent_config *cfg, struct rules *out)
+{
+	for (size_t i = 0; i < sizeof session_folders / sizeof session_folders[0]; i++)
+		if (exists(session_folders[i]))
+			rules_add(out, session_folders[i], read_rights);
 	for (int i = 0; i < cfg->writable.n; i++)
 		if (exists(cfg->writable.v[i]))
 			rules_add(out, cfg->writable.v[i], read_rights | write_rights);
-	rules_add(out, "/dev", read_rights | LL_WRITE_FILE | LL_IOCTL_DEV | LL_TRUNCATE);
-	rules_add(out, "/proc", read_rights | LL_WRITE_FILE | LL_TRUNCATE);
+}
+
+void landlock_rules(const struct agent_config *cfg, struct rules *out)
+{
+	landlock_base_rules(cfg, out);
+	landlock_session_rules(cfg, out);
 }
 
 /* ---- readable except the hidden programs ---------------------------- */
@@ -293,25 +311,28 @@ uint64_t landlock_handled(int abi)
 	return (1ULL << 16) - 1; /* V7 knows no file system right after IOCTL_DEV */
 }
 
-int landlock_restrict(const struct rules *rules, struct buf *err)
+int landlock_begin(struct landlock *l, int refer, struct buf *err)
 {
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-	uint64_t handled = landlock_handled(abi < 0 ? 0 : (int)abi);
-	if (!handled)
-		return 0; /* no Landlock: best effort restricts nothing */
-	for (int i = 0; i < rules->n; i++)
-		if ((rules->v[i].access & LL_REFER) && !(handled & LL_REFER))
-			return 0; /* "refer" needs ABI 2; go-landlock then does nothing */
-	struct ruleset_attr attr = {.handled_access_fs = handled};
-	int ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
-	if (ruleset < 0) {
+	*l = (struct landlock){.fd = -1, .handled = landlock_handled(abi < 0 ? 0 : (int)abi)};
+	/* No Landlock, or no "refer" when a rule needs it: go-landlock's
+	 * best effort then restricts nothing. */
+	if (!l->handled || (refer && !(l->handled & LL_REFER)))
+		return 0;
+	struct ruleset_attr attr = {.handled_access_fs = l->handled};
+	l->fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+	if (l->fd < 0) {
 		buf_puts(err, "landlock_create_ruleset: ");
 		buf_puts(err, strerror(errno));
 		return -1;
 	}
-	int rc = 0;
-	for (int i = 0; i < rules->n && rc == 0; i++) {
-		uint64_t access = rules->v[i].access & handled;
+	return 0;
+}
+
+int landlock_add(struct landlock *l, const struct rules *rules, struct buf *err)
+{
+	for (int i = 0; i < rules->n && l->fd >= 0; i++) {
+		uint64_t access = rules->v[i].access & l->handled;
 		if (!access)
 			continue;
 		const char *what = "open";
@@ -319,7 +340,7 @@ int landlock_restrict(const struct rules *rules, struct buf *err)
 		if (fd >= 0) {
 			struct path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
 			what = "landlock_add_rule";
-			if (syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) == 0)
+			if (syscall(SYS_landlock_add_rule, l->fd, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) == 0)
 				what = NULL;
 			int saved = errno;
 			close(fd);
@@ -334,19 +355,27 @@ int landlock_restrict(const struct rules *rules, struct buf *err)
 			buf_puts(err, what);
 			buf_puts(err, ": ");
 			buf_puts(err, strerror(errno));
-			rc = -1;
+			return -1;
 		}
 	}
-	if (rc == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+	return 0;
+}
+
+int landlock_enforce(struct landlock *l, struct buf *err)
+{
+	if (l->fd < 0)
+		return 0;
+	int rc = 0;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
 		buf_puts(err, "prctl(PR_SET_NO_NEW_PRIVS): ");
 		buf_puts(err, strerror(errno));
 		rc = -1;
-	}
-	if (rc == 0 && syscall(SYS_landlock_restrict_self, ruleset, 0) < 0) {
+	} else if (syscall(SYS_landlock_restrict_self, l->fd, 0) < 0) {
 		buf_puts(err, "landlock_restrict_self: ");
 		buf_puts(err, strerror(errno));
 		rc = -1;
 	}
-	close(ruleset);
+	close(l->fd);
+	l->fd = -1;
 	return rc;
 }
