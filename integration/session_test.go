@@ -238,10 +238,19 @@ echo "amb=$(grep ^CapAmb /proc/self/status | tr -d '\t' | cut -d: -f2)"
 echo "nnp=$(grep ^NoNewPrivs /proc/self/status | tr -d '\t' | cut -d: -f2)"
 echo "seccomp=$(grep ^Seccomp: /proc/self/status | tr -d '\t' | cut -d: -f2)"
 echo "ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')"
+`+probeScript+`
+p own_environ cat /proc/self/environ
+p agent_environ cat /proc/1/environ
+p agent_maps cat /proc/1/maps
+p agent_binary head -c 4 /.warden/warden
 `))
+	// The agent (PID 1) runs as the same user as its commands but is not
+	// dumpable: its memory and environment are out of their reach; and
+	// its binary is hidden like every program exec.allow does not list.
 	expectProbes(t, got, map[string]string{
 		"caps": "0000000000000000", "prm": "0000000000000000", "bnd": "0000000000000000", "amb": "0000000000000000",
 		"nnp": "1", "seccomp": "2", "ifaces": "lo ",
+		"own_environ": "ok", "agent_environ": "fail", "agent_maps": "fail", "agent_binary": "fail",
 	})
 }
 

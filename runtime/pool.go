@@ -420,6 +420,11 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 	if err := rt.bindSession(s, int(pc.mntns.Fd()), late); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			s.stopEgress()
+		}
+	}()
 	if err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, rt.sessionDir(cfg.ID), unix.RENAME_NOREPLACE); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%w: %s", ErrSessionExists, cfg.ID)

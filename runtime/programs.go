@@ -71,7 +71,16 @@ func (rt *Runtime) hiddenPrograms(sp *specs.Spec, allowed []string) []string {
 		if m.Type != "bind" || slices.Contains(m.Options, "noexec") {
 			continue
 		}
-		if fi, err := os.Stat(m.Source); err != nil || !fi.IsDir() {
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			continue
+		}
+		if !fi.IsDir() {
+			// A file bound with exec rights that exec.allow does not
+			// list: warden's own binary, the agent.
+			if !keep[m.Destination] {
+				out = append(out, m.Destination)
+			}
 			continue
 		}
 		for _, rel := range rt.scanPrograms(m.Source) {

@@ -26,6 +26,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -873,6 +874,11 @@ static void run(int argc, char **argv)
 	parse_flags(argc, argv);
 	if (getpid() != 1)
 		fatal("the agent runs only as a sandbox's PID 1", NULL);
+	/* Its commands run as the same user: a dumpable agent would let them
+	 * open /proc/1/mem and take it over (seccomp stops ptrace, not that).
+	 * execve makes each command dumpable again. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fatal("agent: prctl(PR_SET_DUMPABLE)", strerror(errno));
 	int domain = 0;
 	socklen_t dlen = sizeof domain;
 	if (fcntl(LISTENER_FD, F_SETFD, FD_CLOEXEC) < 0 ||
