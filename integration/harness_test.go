@@ -143,6 +143,9 @@ func run(t *testing.T, env []string, name string, args ...string) sandboxResult 
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	// A sandboxed process may hold the output pipes (warden passes them
+	// on): after the kill, stop waiting for them.
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = env
 	if env == nil {
 		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root"}

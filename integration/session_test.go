@@ -759,3 +759,58 @@ func TestSessionList(t *testing.T) {
 		t.Errorf("a second session with the id %s was created", a)
 	}
 }
+
+// TestSessionStoppedBeforeExec: code in the sandbox stops each new process
+// (SIGSTOP to the newest pid) before or after it reaches execve. A command
+// then fails (126) or runs into its timeout, but the agent never waits on
+// it: every call returns, and the session works once the attacker is gone.
+func TestSessionStoppedBeforeExec(t *testing.T) {
+	r := newRoot(t)
+	id := r.create("stop", r.policy(`name = "stop"
+[exec]
+allow = ["python3", "true"]
+`), tempDir(t))
+	attacker := r.command("exec", "--session", id, "--", "python3", "-c", `
+import os, signal, time
+end = time.time() + 60
+me = os.getpid()
+while time.time() < end:
+    with open("/proc/sys/kernel/ns_last_pid") as f:
+        n = int(f.read())
+    if n != me:
+        try:
+            os.kill(n, signal.SIGSTOP)
+        except OSError:
+            pass
+`)
+	if err := attacker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		attacker.Process.Kill()
+		attacker.Wait()
+	}()
+	time.Sleep(500 * time.Millisecond) // the attacker runs
+	stopped := 0
+	const calls = 3
+	for i := 0; i < calls; i++ {
+		// r.exec fails the test if a call gets no answer (cliTimeout).
+		res := r.exec(id, []string{"--timeout", "2s"}, "true")
+		switch res.Exit {
+		case 0:
+		case 126, 137:
+			stopped++
+		default:
+			t.Errorf("exec %d: exit %d, stderr %q", i, res.Exit, res.Stderr)
+		}
+	}
+	t.Logf("%d of %d commands were stopped by the attacker", stopped, calls)
+	if stopped == 0 {
+		t.Error("the attacker stopped no command: the test did not test anything")
+	}
+	attacker.Process.Kill()
+	attacker.Wait()
+	if res := r.exec(id, nil, "true"); res.Exit != 0 {
+		t.Errorf("after the attack: exit %d, stderr %q", res.Exit, res.Stderr)
+	}
+}

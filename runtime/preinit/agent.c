@@ -18,7 +18,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
-#include <sched.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -438,17 +438,17 @@ struct child {
 	const char *path, *cwd;
 	char *const *argv, *const *env;
 	int fds[3], tty;
-	int err; /* set by the child when it fails before execve */
 };
 
-static char child_stack[32768] __attribute__((aligned(16)));
+/* How long a command's process may take to reach its execve. */
+#define EXEC_WAIT_MS 5000
 
-/* child_main runs in the command's process, sharing the agent's memory
- * until execve (CLONE_VM | CLONE_VFORK, as posix_spawn does): it only
- * makes system calls and reports a failure through c->err. */
-static int child_main(void *arg)
+/* child_main runs in the command's process, a copy of the agent's: a fork,
+ * not a vfork, because the sandbox could stop that process (SIGSTOP to the
+ * next pid) before its execve, and a vfork parent would wait with it. It
+ * reports a failure before execve as an errno on errfd. */
+static void child_main(const struct child *c, int errfd)
 {
-	struct child *c = arg;
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -466,9 +466,44 @@ static int child_main(void *arg)
 	if (c->tty && ioctl(0, TIOCSCTTY, 1) < 0)
 		goto fail;
 	execve(c->path, c->argv, c->env);
-fail:
-	c->err = errno;
+fail:;
+	int err = errno;
+	if (write(errfd, &err, sizeof err) < 0)
+		_exit(127);
 	_exit(127);
+}
+
+/* spawn forks a command and waits until it has run execve: 0, the errno
+ * it failed with, or ETIMEDOUT when it did not get there in time (it is
+ * killed then). *pid is the process, to be reaped with the others. */
+static int spawn(const struct child *c, pid_t *pid)
+{
+	int ep[2];
+	if (pipe2(ep, O_CLOEXEC) < 0)
+		return errno;
+	*pid = fork();
+	if (*pid == 0) {
+		close(ep[0]);
+		child_main(c, ep[1]);
+	}
+	int err = *pid < 0 ? errno : 0;
+	close(ep[1]);
+	if (*pid > 0) {
+		struct pollfd p = {.fd = ep[0], .events = POLLIN};
+		int n;
+		while ((n = poll(&p, 1, EXEC_WAIT_MS)) < 0 && errno == EINTR) {
+		}
+		if (n == 0) {
+			kill(*pid, SIGKILL);
+			err = ETIMEDOUT;
+		} else {
+			/* EOF: the pipe closed with a successful execve */
+			while (read(ep[0], &err, sizeof err) < 0 && errno == EINTR) {
+			}
+		}
+	}
+	close(ep[0]);
+	return err;
 }
 
 /* open_pty makes a new terminal in the sandbox's own devpts. The slave
@@ -538,8 +573,8 @@ static pid_t start(const struct agent_config *cfg, struct request *r, const int 
 		}
 		memcpy(c.fds, fds, sizeof c.fds);
 	}
-	pid_t pid = clone(child_main, child_stack + sizeof child_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
-	int err = pid < 0 ? errno : c.err;
+	pid_t pid = 0;
+	int err = spawn(&c, &pid);
 	if (slave >= 0)
 		close(slave);
 	if (err) {
@@ -547,7 +582,10 @@ static pid_t start(const struct agent_config *cfg, struct request *r, const int 
 		if (*master >= 0)
 			close(*master);
 		*master = -1;
-		agent_exec_error(r->argv.v[0], path, err, ev);
+		if (err == ETIMEDOUT)
+			set_error(ev, 126, r->argv.v[0], ": did not start: its process was stopped before it could run", NULL);
+		else
+			agent_exec_error(r->argv.v[0], path, err, ev);
 		free(path);
 		return 0;
 	}
@@ -632,6 +670,12 @@ static void drop(struct conn *c)
 			*p = c->next;
 			break;
 		}
+	}
+	/* Messages the client sent that were not read (a kill sent while
+	 * the command could not start) are read first: closing over them
+	 * would reset the connection, losing the last event sent on it. */
+	char discard[64];
+	while (recv(c->fd, discard, sizeof discard, MSG_DONTWAIT) > 0) {
 	}
 	close(c->fd); /* leaves the epoll set with it */
 	free(c);
