@@ -355,9 +355,9 @@ func (pb *poolBench) benchChurn(n int) {
 	st := pb.status()
 	fmt.Printf("\nchurn: %d create -> exec -> rm cycles in %s (cycle p50 %.2f ms, p99 %.2f ms), %d from the pool, %d cold\n",
 		n, elapsed.Round(time.Millisecond), ms(p50), ms(p99), st.Hits-st0.Hits, st.Misses-st0.Misses)
-	fmt.Printf("churn leaks (before -> after): mounts %d -> %d, cgroups %d -> %d, netns %d -> %d, processes %d -> %d, daemon fds %d -> %d, state files %d -> %d\n",
+	fmt.Printf("churn leaks (before -> after): mounts %d -> %d, cgroups %d -> %d, netns %d -> %d, processes %d -> %d, zombies %d -> %d, daemon fds %d -> %d, state files %d -> %d\n",
 		before.Mounts, after.Mounts, before.Cgroups, after.Cgroups, before.Netns, after.Netns,
-		before.Processes, after.Processes, before.DaemonFDs, after.DaemonFDs, before.StateFiles, after.StateFiles)
+		before.Processes, after.Processes, before.Zombies, after.Zombies, before.DaemonFDs, after.DaemonFDs, before.StateFiles, after.StateFiles)
 	if before.leaked(after) {
 		b.Errorf("churn leaked: %+v -> %+v", before, after)
 	}

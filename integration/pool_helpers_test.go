@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -141,7 +142,7 @@ func normalMountinfo(text, sessionDir string) []string {
 
 // leaks counts what a root's sessions hold on the host.
 type leaks struct {
-	Mounts, Cgroups, Netns, Processes, DaemonFDs, StateFiles int
+	Mounts, Cgroups, Netns, Processes, Zombies, DaemonFDs, StateFiles int
 }
 
 func leakCounts(r *wardenRoot) leaks {
@@ -168,6 +169,7 @@ func leakCounts(r *wardenRoot) leaks {
 		}
 	}
 	l.Netns = len(netns)
+	l.Zombies = len(r.zombies())
 	// The fewest descriptors over a moment: a connection of the caller's
 	// last request may still be closing.
 	l.DaemonFDs = -1
@@ -189,6 +191,36 @@ func leakCounts(r *wardenRoot) leaks {
 		return nil
 	})
 	return l
+}
+
+// zombies lists the processes that died as children of the root's own
+// (the daemon's sandbox inits) and that nobody has reaped.
+func (r *wardenRoot) zombies() []int {
+	parents := map[int]bool{}
+	for _, pid := range r.processes() {
+		parents[pid] = true
+	}
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 2 || f[0] != "Z" {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil && parents[ppid] {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // fdSlack allows for the descriptors of the last cold starts that

@@ -457,6 +457,10 @@ func (rt *Runtime) destroy(id string) error {
 // refuses a container whose init has not died yet, so it waits for that
 // first, the way `runc delete --force` does.
 func killAndDestroy(c *libcontainer.Container) error {
+	init := 0
+	if st, err := c.State(); err == nil {
+		init = st.InitProcessPid
+	}
 	c.Signal(unix.SIGKILL)
 	for i := 0; i < 500; i++ {
 		if st, err := c.Status(); err != nil || st == libcontainer.Stopped {
@@ -464,7 +468,29 @@ func killAndDestroy(c *libcontainer.Container) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return c.Destroy()
+	err := c.Destroy()
+	reapInit(init)
+	return err
+}
+
+// reapInit collects a sandbox's dead init when this process started it
+// (its parent is the daemon that started the container; a re-adopted one
+// belongs to the host's init): nothing else waits for it, and a daemon
+// that churns through sessions would otherwise collect zombies.
+func reapInit(pid int) {
+	if pid <= 0 {
+		return
+	}
+	for i := 0; i < 100; i++ {
+		var ws unix.WaitStatus
+		n, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if n != 0 || err != unix.EINTR && err != nil {
+			return // reaped, or not a child of this process
+		}
+		if err == nil { // still dying: SIGKILL was sent
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 // removeSessionDir deletes a session folder without crossing into any
