@@ -648,3 +648,52 @@ p write_ws touch /workspace/new
 		t.Fatal("the sandbox wrote into the read-only data folder")
 	}
 }
+
+// TestPoolHostChangesWhileReady: a file added to a host folder whose entries
+// get Landlock rules of their own (one holding a hidden program) while a
+// pooled sandbox waits is readable once the sandbox is claimed: the agent
+// makes its prepared rules again when such a folder changed.
+func TestPoolHostChangesWhileReady(t *testing.T) {
+	r := newRoot(t)
+	policy := r.policy(`name = "pool-host-change"
+[fs]
+write = ["$WORK_DIR"]
+[exec]
+allow = ["sh", "cat"]
+`)
+	r.fill(policy, 1)
+	r.waitPool(1)
+	ids := r.pooledIDs()
+	if len(ids) != 1 {
+		t.Fatalf("pooled containers: %v", ids)
+	}
+	hidden, err := os.ReadFile(filepath.Join(r.root, "pool", ids[0], "bundle", "rootfs", ".warden", "hidden-programs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string // a hidden program in a system folder
+	for _, p := range strings.Split(string(hidden), "\n") {
+		if strings.HasPrefix(p, "/usr/") {
+			first = p
+			break
+		}
+	}
+	if first == "" {
+		t.Fatal("no hidden program under /usr: the policy's exec.allow hides nothing on this host")
+	}
+	// The sandbox sees this host folder at the same path (a system bind).
+	name := filepath.Join(filepath.Dir(first), "warden-test-"+randomHex(4))
+	if err := os.WriteFile(name, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(name)
+	id := r.id("changed")
+	if res := r.warden("session", "create", "--policy", policy, "--workspace", workspace(t, 0), "--id", id); res.Exit != 0 {
+		t.Fatalf("session create: exit %d: %s", res.Exit, res.Stderr)
+	}
+	if !strings.HasPrefix(r.container(id), "pool-") {
+		t.Fatalf("session %s was not claimed from the pool", id)
+	}
+	expectProbes(t, probes(r.sh(id, probeScript+"p new_file cat "+name+"\np hidden cat "+first+"\n")),
+		map[string]string{"new_file": "ok", "hidden": "fail"})
+}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -458,7 +459,7 @@ func (rt *Runtime) destroy(id string) error {
 // first, the way `runc delete --force` does.
 func killAndDestroy(c *libcontainer.Container) error {
 	init := 0
-	if st, err := c.State(); err == nil {
+	if st, err := c.State(); err == nil && isChild(st.InitProcessPid) {
 		init = st.InitProcessPid
 	}
 	c.Signal(unix.SIGKILL)
@@ -473,6 +474,18 @@ func killAndDestroy(c *libcontainer.Container) error {
 	return err
 }
 
+// isChild reports whether pid is a child of this process (a sandbox this
+// daemon started, not one it re-adopted).
+func isChild(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(f) >= 2 && f[1] == strconv.Itoa(os.Getpid())
+}
+
 // reapInit collects a sandbox's dead init when this process started it
 // (its parent is the daemon that started the container; a re-adopted one
 // belongs to the host's init): nothing else waits for it, and a daemon
@@ -484,10 +497,10 @@ func reapInit(pid int) {
 	for i := 0; i < 100; i++ {
 		var ws unix.WaitStatus
 		n, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-		if n != 0 || err != unix.EINTR && err != nil {
-			return // reaped, or not a child of this process
+		if n > 0 || err != nil && err != unix.EINTR {
+			return // reaped, or no longer a child of this process
 		}
-		if err == nil { // still dying: SIGKILL was sent
+		if n == 0 { // still dying: SIGKILL was sent
 			time.Sleep(time.Millisecond)
 		}
 	}

@@ -750,7 +750,16 @@ func TestGlobalConnectionLimit(t *testing.T) {
 		globalSlots <- struct{}{}
 		taken++
 	}
-	time.Sleep(50 * time.Millisecond) // the accept loop holds the last one
+	// The accept loop takes the last slot before it accepts. If it held
+	// one already (it may have started before the loop above), the last
+	// free one is taken here, so that exactly the accept loop's remains.
+	for wait := time.Now().Add(time.Second); len(globalSlots) < cap(globalSlots) && time.Now().Before(wait); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(globalSlots) < cap(globalSlots) {
+		globalSlots <- struct{}{}
+		taken++
+	}
 	c, err := net.Dial("tcp", h.addr)
 	if err != nil {
 		t.Fatal(err)

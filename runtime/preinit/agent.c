@@ -32,6 +32,7 @@
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -434,6 +435,9 @@ char *agent_lookup(const struct agent_config *cfg, const char *name, char *const
 
 /* ---- starting a command --------------------------------------------- */
 
+/* The signals PID 1 catches and drops (see run). */
+static const int caught[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE};
+
 struct child {
 	const char *path, *cwd;
 	char *const *argv, *const *env;
@@ -449,6 +453,10 @@ struct child {
  * reports a failure before execve as an errno on errfd. */
 static void child_main(const struct child *c, int errfd)
 {
+	/* the agent's own handlers do nothing: before execve resets them, a
+	 * signal to the command must act as it will after */
+	for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
+		signal(caught[i], SIG_DFL);
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -473,11 +481,13 @@ fail:;
 	_exit(127);
 }
 
-/* spawn forks a command and waits until it has run execve: 0, the errno
- * it failed with, or ETIMEDOUT when it did not get there in time (it is
- * killed then). *pid is the process, to be reaped with the others. */
-static int spawn(const struct child *c, pid_t *pid)
+/* spawn forks a command and waits until it has run execve: 0, or the
+ * errno it failed with. *stopped is set when it did not get there in time
+ * (it is killed then; signals to the agent do not extend the wait). *pid
+ * is the process, to be reaped with the others. */
+static int spawn(const struct child *c, pid_t *pid, int *stopped)
 {
+	*stopped = 0;
 	int ep[2];
 	if (pipe2(ep, O_CLOEXEC) < 0)
 		return errno;
@@ -489,13 +499,21 @@ static int spawn(const struct child *c, pid_t *pid)
 	int err = *pid < 0 ? errno : 0;
 	close(ep[1]);
 	if (*pid > 0) {
+		struct timespec now, end;
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		end.tv_sec += EXEC_WAIT_MS / 1000;
 		struct pollfd p = {.fd = ep[0], .events = POLLIN};
 		int n;
-		while ((n = poll(&p, 1, EXEC_WAIT_MS)) < 0 && errno == EINTR) {
+		for (;;) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			long long left = (long long)(end.tv_sec - now.tv_sec) * 1000 + (end.tv_nsec - now.tv_nsec) / 1000000;
+			n = left > 0 ? poll(&p, 1, (int)left) : 0;
+			if (n >= 0 || errno != EINTR)
+				break;
 		}
-		if (n == 0) {
+		if (n <= 0) {
 			kill(*pid, SIGKILL);
-			err = ETIMEDOUT;
+			*stopped = 1;
 		} else {
 			/* EOF: the pipe closed with a successful execve */
 			while (read(ep[0], &err, sizeof err) < 0 && errno == EINTR) {
@@ -574,15 +592,16 @@ static pid_t start(const struct agent_config *cfg, struct request *r, const int 
 		memcpy(c.fds, fds, sizeof c.fds);
 	}
 	pid_t pid = 0;
-	int err = spawn(&c, &pid);
+	int stopped;
+	int err = spawn(&c, &pid, &stopped);
 	if (slave >= 0)
 		close(slave);
-	if (err) {
+	if (err || stopped) {
 		/* a child that failed before execve is reaped with the others */
 		if (*master >= 0)
 			close(*master);
 		*master = -1;
-		if (err == ETIMEDOUT)
+		if (stopped)
 			set_error(ev, 126, r->argv.v[0], ": did not start: its process was stopped before it could run", NULL);
 		else
 			agent_exec_error(r->argv.v[0], path, err, ev);
@@ -606,9 +625,11 @@ static struct agent {
 	struct agent_config cfg;
 	int epoll, sigfd, sealed;
 	struct landlock landlock; /* filled by prepare, enforced by seal */
-	struct buf unprepared;    /* why prepare failed */
+	uint64_t prepared_for;    /* landlock_split_fingerprint at prepare */
+	int broken;               /* a Landlock step failed: no command runs */
+	struct buf why;           /* what failed */
 	struct conn *conns;
-} agent;
+} agent = {.landlock = {.fd = -1}};
 
 static char listener_tag, signal_tag;
 
@@ -620,47 +641,66 @@ static void fatal(const char *what, const char *detail)
 
 static void trim(void) { malloc_trim(0); }
 
+/* fail_landlock makes every later seal, and so every command, fail. */
+static void fail_landlock(const char *why)
+{
+	agent.broken = 1;
+	if (!agent.why.len)
+		buf_puts(&agent.why, why && *why ? why : "out of memory");
+}
+
 /* prepare starts the Landlock ruleset with the rules known at start:
  * most of the work (about a thousand rules where exec.allow hides the
- * system's other programs), done before a claim rather than in it. A
- * failure is kept for seal to report. */
+ * system's other programs), done before a claim rather than in it. */
 static void prepare(void)
 {
 	struct rules rules = {0};
+	struct buf err = {0};
+	agent.prepared_for = landlock_split_fingerprint(agent.cfg.hidden.v, agent.cfg.hidden.n);
 	landlock_base_rules(&agent.cfg, &rules);
 	if (rules.failed)
-		buf_puts(&agent.unprepared, "out of memory");
-	else if (landlock_begin(&agent.landlock, agent.cfg.writable.n > 0, &agent.unprepared) == 0)
-		landlock_add(&agent.landlock, &rules, &agent.unprepared);
+		fail_landlock("out of memory");
+	else if (landlock_begin(&agent.landlock, agent.cfg.writable.n > 0, &err) ||
+		 landlock_add(&agent.landlock, &rules, &err))
+		fail_landlock(err.p);
 	rules_free(&rules);
-	strings_free(&agent.cfg.hidden); /* needed no more */
+	free(err.p);
 	trim();
 }
 
-/* seal adds the session folders' rules and applies Landlock, once. */
+/* seal adds the session folders' rules and applies Landlock, once. A
+ * ruleset prepared before the host's folders changed (a package upgrade
+ * while the sandbox waited in a pool) is made again: its rules would miss
+ * the new files. */
 static int seal(struct event *ev)
 {
 	if (agent.sealed)
 		return 0;
-	if (agent.unprepared.p) {
-		set_error(ev, 125, "landlock: ", agent.unprepared.p, NULL);
+	if (!agent.broken &&
+	    landlock_split_fingerprint(agent.cfg.hidden.v, agent.cfg.hidden.n) != agent.prepared_for) {
+		if (agent.landlock.fd >= 0)
+			close(agent.landlock.fd);
+		agent.landlock.fd = -1;
+		prepare();
+	}
+	if (!agent.broken) {
+		struct rules rules = {0};
+		struct buf err = {0};
+		landlock_session_rules(&agent.cfg, &rules);
+		if (rules.failed)
+			fail_landlock("out of memory");
+		else if (landlock_add(&agent.landlock, &rules, &err) || landlock_enforce(&agent.landlock, &err))
+			fail_landlock(err.p);
+		rules_free(&rules);
+		free(err.p);
+	}
+	if (agent.broken) {
+		set_error(ev, 125, "landlock: ", agent.why.p ? agent.why.p : "out of memory", NULL);
 		return -1;
 	}
-	struct rules rules = {0};
-	struct buf err = {0};
-	landlock_session_rules(&agent.cfg, &rules);
-	int rc = -1;
-	if (rules.failed)
-		buf_puts(&err, "out of memory");
-	else if (landlock_add(&agent.landlock, &rules, &err) == 0)
-		rc = landlock_enforce(&agent.landlock, &err);
-	if (rc)
-		set_error(ev, 125, "landlock: ", err.p, NULL);
-	else
-		agent.sealed = 1;
-	rules_free(&rules);
-	free(err.p);
-	return rc;
+	agent.sealed = 1;
+	strings_free(&agent.cfg.hidden); /* needed no more */
+	return 0;
 }
 
 static void drop(struct conn *c)
@@ -675,7 +715,7 @@ static void drop(struct conn *c)
 	 * the command could not start) are read first: closing over them
 	 * would reset the connection, losing the last event sent on it. */
 	char discard[64];
-	while (recv(c->fd, discard, sizeof discard, MSG_DONTWAIT) > 0) {
+	for (int i = 0; i < 64 && recv(c->fd, discard, sizeof discard, MSG_DONTWAIT) >= 0; i++) {
 	}
 	close(c->fd); /* leaves the epoll set with it */
 	free(c);
@@ -938,7 +978,6 @@ static void run(int argc, char **argv)
 	 * while a caught one is reset to its default by execve. */
 	struct sigaction sa = {.sa_handler = ignore, .sa_flags = SA_RESTART};
 	sigemptyset(&sa.sa_mask);
-	int caught[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE};
 	for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
 		sigaction(caught[i], &sa, NULL);
 	sigset_t chld;

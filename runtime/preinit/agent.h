@@ -101,6 +101,10 @@ void landlock_base_rules(const struct agent_config *cfg, struct rules *out);
 void landlock_session_rules(const struct agent_config *cfg, struct rules *out);
 /* landlock_readable_except: reading everything but the hidden files. */
 void landlock_readable_except(char *const *hidden, int n, struct rules *out);
+/* landlock_split_fingerprint changes when a folder whose entries get
+ * rules of their own (one above a hidden file) gains, loses or replaces
+ * an entry: rules attach to the inodes there when they are made. */
+uint64_t landlock_split_fingerprint(char *const *hidden, int n);
 /* landlock_executables adds each ELF program's interpreter. */
 void landlock_executables(char *const *exes, int n, struct strings *out);
 /* elf_interp reads a program's PT_INTERP; 0 when it has one. */

@@ -157,6 +157,44 @@ static void sort_unique(struct strings *s)
  * files: listing any folder, and reading every file and folder that is
  * neither hidden nor above a hidden one; those folders are split into
  * their entries. Symbolic links get no rule: what they point at decides. */
+/* split_dirs lists the folders above the hidden files, sorted. */
+static void split_dirs(char *const *hidden, int n, struct strings *split)
+{
+	for (int i = 0; i < n; i++) {
+		char *d = dir_of(hidden[i]);
+		while (d) {
+			strings_add(split, d);
+			char *up = strcmp(d, "/") ? dir_of(d) : NULL;
+			free(d);
+			d = up;
+		}
+	}
+	sort_unique(split);
+}
+
+uint64_t landlock_split_fingerprint(char *const *hidden, int n)
+{
+	struct strings split = {0};
+	split_dirs(hidden, n, &split);
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	for (int i = 0; i < split.n; i++) {
+		struct stat st;
+		long long v[6] = {-1, -1, -1, -1, -1, -1};
+		if (stat(split.v[i], &st) == 0) {
+			v[0] = (long long)st.st_dev, v[1] = (long long)st.st_ino;
+			v[2] = st.st_mtim.tv_sec, v[3] = st.st_mtim.tv_nsec;
+			v[4] = st.st_ctim.tv_sec, v[5] = st.st_ctim.tv_nsec;
+		}
+		const unsigned char *b = (const unsigned char *)v;
+		for (size_t k = 0; k < sizeof v; k++)
+			h = (h ^ b[k]) * 1099511628211ULL;
+	}
+	if (split.failed)
+		h = ~h;
+	strings_free(&split);
+	return h;
+}
+
 void landlock_readable_except(char *const *hidden, int n, struct rules *out)
 {
 	if (n == 0) {
@@ -164,18 +202,10 @@ void landlock_readable_except(char *const *hidden, int n, struct rules *out)
 		return;
 	}
 	struct strings hide = {0}, split = {0};
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < n; i++)
 		strings_add(&hide, hidden[i]);
-		char *d = dir_of(hidden[i]);
-		while (d) {
-			strings_add(&split, d);
-			char *up = strcmp(d, "/") ? dir_of(d) : NULL;
-			free(d);
-			d = up;
-		}
-	}
 	sort_unique(&hide);
-	sort_unique(&split);
+	split_dirs(hidden, n, &split);
 	struct rules dirs = {0}, files = {0};
 	for (int i = 0; i < split.n; i++) {
 		DIR *dir = opendir(split.v[i]);
