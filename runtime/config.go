@@ -31,8 +31,12 @@ func ConfigPath(root string) string {
 //	size = 4                                       # containers kept ready
 //	skill_dir = "/opt/skills/web-fetch"            # optional: $SKILL_DIR (default: the policy file's folder)
 //	home = "/root"                                 # optional: $HOME (default: the daemon's)
+//
+// and, at the top, cgroup_favordynmods = false to leave the kernel's
+// cgroup locking as it is (see FavorCgroupMoves).
 type Config struct {
-	Pools []PoolRequest
+	Pools        []PoolRequest
+	FavorDynmods bool
 }
 
 var poolConfigKeys = []string{"policy", "size", "skill_dir", "home"}
@@ -43,7 +47,7 @@ var poolConfigKeys = []string{"policy", "size", "skill_dir", "home"}
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &Config{}, nil
+		return &Config{FavorDynmods: true}, nil
 	} else if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -54,10 +58,18 @@ func LoadConfig(path string) (*Config, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("config %s: %s", path, fmt.Sprintf(format, args...))
 	}
-	cfg := &Config{}
+	cfg := &Config{FavorDynmods: true}
 	for key, v := range raw {
+		if key == "cgroup_favordynmods" {
+			b, ok := v.(bool)
+			if !ok {
+				return nil, bad("cgroup_favordynmods must be true or false")
+			}
+			cfg.FavorDynmods = b
+			continue
+		}
 		if key != "pool" {
-			return nil, bad("unknown key %q; valid: [[pool]] tables", key)
+			return nil, bad("unknown key %q; valid: cgroup_favordynmods, [[pool]] tables", key)
 		}
 		tables, ok := v.([]map[string]any)
 		if !ok {

@@ -17,8 +17,12 @@ func TestLoadConfig(t *testing.T) {
 		return p
 	}
 	cfg, err := LoadConfig(filepath.Join(dir, "absent.toml"))
-	if err != nil || len(cfg.Pools) != 0 {
+	if err != nil || len(cfg.Pools) != 0 || !cfg.FavorDynmods {
 		t.Fatalf("absent file: %+v, %v", cfg, err)
+	}
+	cfg, err = LoadConfig(write("cgroup_favordynmods = false\n"))
+	if err != nil || cfg.FavorDynmods {
+		t.Fatalf("cgroup_favordynmods = false: %+v, %v", cfg, err)
 	}
 	cfg, err = LoadConfig(write(`
 [[pool]]
@@ -34,7 +38,7 @@ home = "/home/u"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Pools) != 2 {
+	if len(cfg.Pools) != 2 || !cfg.FavorDynmods {
 		t.Fatalf("pools: %+v", cfg.Pools)
 	}
 	p := cfg.Pools[0]
@@ -55,6 +59,7 @@ home = "/home/u"
 		{"[[pool]]\npolicy = \"/p.toml\"\nsize = \"4\"\n", "size"},
 		{"[[pool]]\npolicy = \"/p.toml\"\nsize = 1\nhome = \"rel\"\n", "home: use an absolute path"},
 		{"pools = 1\n", `unknown key "pools"`},
+		{"cgroup_favordynmods = \"no\"\n", "cgroup_favordynmods must be true or false"},
 		{"[pool]\npolicy = \"/p.toml\"\n", "array of tables"},
 		{"[[pool]\n", "config"},
 	} {

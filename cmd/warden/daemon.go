@@ -27,7 +27,11 @@ are kept full from the start:
   policy = "/etc/warden/skills/web-fetch.toml"   # or a list of files, merged
   size = 4
   skill_dir = "/opt/skills/web-fetch"            # optional ($SKILL_DIR)
-  home = "/root"                                 # optional ($HOME)`,
+  home = "/root"                                 # optional ($HOME)
+
+At start the daemon switches the kernel to cheap cgroup moves (favordynmods,
+Linux 6.18 and later; see README); cgroup_favordynmods = false at the top of
+the file leaves the kernel as it is.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "configuration `FILE` (default: /etc/warden/config.toml for the default root, else ROOT/config.toml)"},
 		&cli.StringFlag{Name: "audit-log", Usage: "audit log `FILE` (default: /var/log/warden/audit.log for the default root, else ROOT/audit.log)"},
@@ -60,6 +64,13 @@ are kept full from the start:
 			return err
 		}
 		defer d.Close()
+		if config.FavorDynmods {
+			// Before the pools fill: every sandbox start moves a process
+			// into a cgroup.
+			if err := runtime.FavorCgroupMoves(); err != nil {
+				logrus.Warnf("%v; sandbox starts stay slower (set cgroup_favordynmods = false in %s to skip this)", err, configPath)
+			}
+		}
 		d.AdoptPools(config)
 		ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 		defer stop()
