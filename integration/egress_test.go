@@ -403,15 +403,7 @@ func TestEgress(t *testing.T) {
 // socket the daemon holds, and the host's netns has no such listener.
 func checkListener(t *testing.T, r *wardenRoot, id string) string {
 	t.Helper()
-	state, err := os.ReadFile(filepath.Join(r.root, "containers", r.container(id), "state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st struct {
-		Pid int `json:"init_process_pid"`
-	}
-	json.Unmarshal(state, &st)
-	inode := listenerInode(t, fmt.Sprintf("/proc/%d/net/tcp", st.Pid), "0100007F:0C38")
+	inode := listenerInode(t, fmt.Sprintf("/proc/%d/net/tcp", r.agentPid(id)), "0100007F:0C38")
 	if inode == "" {
 		t.Fatalf("nothing listens on 127.0.0.1:3128 inside session %s", id)
 	}

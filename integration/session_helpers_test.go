@@ -84,6 +84,22 @@ func (r *wardenRoot) create(name, policyFile, workspace string) string {
 	return id
 }
 
+// agentPid is the host pid of a session's PID 1, its agent.
+func (r *wardenRoot) agentPid(id string) int {
+	r.t.Helper()
+	state, err := os.ReadFile(filepath.Join(r.root, "containers", r.container(id), "state.json"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var st struct {
+		Pid int `json:"init_process_pid"`
+	}
+	if err := json.Unmarshal(state, &st); err != nil || st.Pid <= 0 {
+		r.t.Fatalf("state of %s: pid %d, %v", id, st.Pid, err)
+	}
+	return st.Pid
+}
+
 // exec runs argv in a session; flags go before the `--`.
 func (r *wardenRoot) exec(id string, flags []string, argv ...string) sandboxResult {
 	r.t.Helper()

@@ -3,6 +3,8 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -813,4 +815,88 @@ while time.time() < end:
 	if res := r.exec(id, nil, "true"); res.Exit != 0 {
 		t.Errorf("after the attack: exit %d, stderr %q", res.Exit, res.Stderr)
 	}
+}
+
+// TestAgentOutOfDescriptors: a command that lowers its agent's open-file
+// limit (same user, so the kernel lets it) stops new commands until the
+// limit is raised again, and the agent neither spins on the listener nor
+// stops for good: the command queued meanwhile runs once descriptors are
+// back, without waiting for any connection to end.
+func TestAgentOutOfDescriptors(t *testing.T) {
+	r := newRoot(t)
+	id := r.create("nofile", r.policy(`name = "nofile"
+[exec]
+allow = ["python3", "true"]
+`), tempDir(t))
+	agent := r.agentPid(id)
+	// Lower the agent's limit for 1.5 s, then raise it and stay 3 s more
+	// (this command's own connection does not end meanwhile).
+	squeezer := r.command("exec", "--session", id, "--", "python3", "-c", `
+import resource, sys, time
+soft, hard = resource.prlimit(1, resource.RLIMIT_NOFILE)
+resource.prlimit(1, resource.RLIMIT_NOFILE, (1, hard))
+print("low", flush=True)
+time.sleep(1.5)
+resource.prlimit(1, resource.RLIMIT_NOFILE, (soft, hard))
+time.sleep(3)
+`)
+	out, _ := squeezer.StdoutPipe()
+	if err := squeezer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		squeezer.Process.Kill()
+		squeezer.Wait()
+	}()
+	line := make([]byte, 4)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "low\n" {
+		t.Fatalf("the squeezer did not lower the limit: %q, %v", line, err)
+	}
+	start := time.Now()
+	queued := r.command("exec", "--session", id, "--", "true")
+	if err := queued.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- queued.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+	before := cpuTicks(t, agent)
+	time.Sleep(800 * time.Millisecond)
+	if spent := cpuTicks(t, agent) - before; spent > 10 {
+		t.Errorf("the agent used %d clock ticks of CPU in 0.8 s while it could not accept: it spins", spent)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a command ran while the agent had no descriptors: %v", err)
+	default:
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the queued command: %v", err)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("the queued command ran %.1f s after it was sent; the limit was raised after 1.5 s", took.Seconds())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queued command never ran after the limit was raised")
+	}
+	if res := r.exec(id, nil, "true"); res.Exit != 0 {
+		t.Errorf("afterwards: exit %d, stderr %q", res.Exit, res.Stderr)
+	}
+}
+
+// cpuTicks is the user and system CPU time of a process, in clock ticks.
+func cpuTicks(t *testing.T, pid int) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses: utime and
+	// stime are the 14th and 15th of the line.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	utime, _ := strconv.Atoi(fields[11])
+	stime, _ := strconv.Atoi(fields[12])
+	return utime + stime
 }

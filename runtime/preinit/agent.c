@@ -629,6 +629,7 @@ static struct agent {
 	int broken;               /* a Landlock step failed: no command runs */
 	struct buf why;           /* what failed */
 	struct conn *conns;
+	int accept_paused; /* out of descriptors: the listener is not watched */
 } agent = {.landlock = {.fd = -1}};
 
 static char listener_tag, signal_tag;
@@ -703,6 +704,17 @@ static int seal(struct event *ev)
 	return 0;
 }
 
+/* resume_accept watches the listener again after accept ran out of
+ * descriptors. */
+static void resume_accept(void)
+{
+	if (!agent.accept_paused)
+		return;
+	struct epoll_event e = {.events = EPOLLIN, .data.ptr = &listener_tag};
+	if (epoll_ctl(agent.epoll, EPOLL_CTL_MOD, LISTENER_FD, &e) == 0)
+		agent.accept_paused = 0;
+}
+
 static void drop(struct conn *c)
 {
 	for (struct conn **p = &agent.conns; *p; p = &(*p)->next) {
@@ -719,6 +731,7 @@ static void drop(struct conn *c)
 	}
 	close(c->fd); /* leaves the epoll set with it */
 	free(c);
+	resume_accept();
 }
 
 static void stop_reading(struct conn *c)
@@ -877,8 +890,17 @@ static void accept_all(int listener)
 {
 	for (;;) {
 		int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			/* Out of descriptors or memory, the pending client stays
+			 * queued and the listener readable: stop watching it until
+			 * a connection ends, rather than spin. */
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				struct epoll_event e = {.events = 0, .data.ptr = &listener_tag};
+				if (epoll_ctl(agent.epoll, EPOLL_CTL_MOD, listener, &e) == 0)
+					agent.accept_paused = 1;
+			}
 			return;
+		}
 		struct conn *c = calloc(1, sizeof *c);
 		struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
 		if (!c || epoll_ctl(agent.epoll, EPOLL_CTL_ADD, fd, &e) < 0) {
@@ -1003,9 +1025,13 @@ static void run(int argc, char **argv)
 	trim();
 	for (;;) {
 		struct epoll_event events[16];
-		int n = epoll_wait(agent.epoll, events, 16, -1);
+		/* Paused for want of descriptors, try again now and then even
+		 * if no connection ends: another process may free them. */
+		int n = epoll_wait(agent.epoll, events, 16, agent.accept_paused ? 100 : -1);
 		if (n < 0 && errno != EINTR)
 			fatal("agent", strerror(errno));
+		if (n == 0)
+			resume_accept();
 		for (int i = 0; i < n; i++) {
 			void *tag = events[i].data.ptr;
 			if (tag == &listener_tag)
