@@ -11,7 +11,7 @@ PREFIX     ?= /usr/local
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 TAGS       := seccomp netgo osusergo urfave_cli_no_docs
-LDFLAGS    := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -extldflags "-static"
+LDFLAGS    := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -extldflags "-static"
 UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/...
 APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git
 

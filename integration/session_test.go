@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // sessionPolicy is what most session tests run under: a short exec list
@@ -899,4 +901,58 @@ func cpuTicks(t *testing.T, pid int) int {
 	utime, _ := strconv.Atoi(fields[11])
 	stime, _ := strconv.Atoi(fields[12])
 	return utime + stime
+}
+
+// TestDaemonRunsFromSealedCopy: the daemon runs from a sealed in-memory
+// copy of its binary (so libcontainer need not seal one per sandbox
+// start), which nobody can write, while sandboxes still mount the binary
+// from its place on disk as their agent.
+func TestDaemonRunsFromSealedCopy(t *testing.T) {
+	r := newRoot(t)
+	id := r.create("sealed", r.policy(`name = "sealed"
+[exec]
+allow = ["true"]
+`), tempDir(t))
+	if res := r.exec(id, nil, "true"); res.Exit != 0 {
+		t.Fatalf("exec: exit %d, stderr %q", res.Exit, res.Stderr)
+	}
+	daemon := 0
+	for _, pid := range r.processes() {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.HasSuffix(string(cmdline), "\x00daemon\x00") {
+			daemon = pid
+		}
+	}
+	if daemon == 0 {
+		t.Fatal("no daemon process found")
+	}
+	exe := fmt.Sprintf("/proc/%d/exe", daemon)
+	f, err := os.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	seals, err := unix.FcntlInt(f.Fd(), unix.F_GET_SEALS, 0)
+	if err != nil {
+		target, _ := os.Readlink(exe)
+		t.Fatalf("the daemon runs from %s, not a sealed memfd: %v", target, err)
+	}
+	if want := unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE; seals&want != want {
+		t.Errorf("the daemon's binary has seals %#x, want at least %#x", seals, want)
+	}
+	if w, err := os.OpenFile(exe, os.O_WRONLY, 0); err == nil {
+		_, err = w.Write([]byte("x"))
+		w.Close()
+		if err == nil {
+			t.Error("the daemon's binary could be written")
+		}
+	}
+	bin, _ := filepath.Abs(wardenBinary)
+	config, err := os.ReadFile(filepath.Join(r.root, "sessions", id, "bundle", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(config), `"source":"`+bin+`"`) && !strings.Contains(string(config), `"source": "`+bin+`"`) {
+		t.Errorf("the sandbox's agent is not mounted from %s:\n%s", bin, config)
+	}
 }

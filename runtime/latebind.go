@@ -173,11 +173,7 @@ func newUserns(uids, gids []specs.LinuxIDMapping) (*os.File, error) {
 		}
 		return out
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	p, err := os.StartProcess(exe, []string{"warden-userns"}, &os.ProcAttr{Sys: &syscall.SysProcAttr{
+	p, err := os.StartProcess("/proc/self/exe", []string{"warden-userns"}, &os.ProcAttr{Sys: &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWUSER, UidMappings: conv(uids), GidMappings: conv(gids),
 		Ptrace: true, Pdeathsig: syscall.SIGKILL,
 	}})

@@ -68,7 +68,7 @@ func New(root, binary string) (*Runtime, error) {
 		return nil, err
 	}
 	if binary == "" {
-		exe, err := os.Executable()
+		exe, err := executable()
 		if err != nil {
 			return nil, err
 		}

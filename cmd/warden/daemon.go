@@ -40,6 +40,9 @@ the file leaves the kernel as it is.`,
 		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
 			return err
 		}
+		if err := runtime.ReexecSealed(); err != nil {
+			return err
+		}
 		rt, err := newRuntime(cliContext)
 		if err != nil {
 			return err
