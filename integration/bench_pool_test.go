@@ -210,7 +210,7 @@ func BenchmarkPool(b *testing.B) {
 		fmt.Printf("%-52s %10.2f %10.2f %12.3f  %s\n", r.name, ms(r.p50), ms(r.p99), float64(r.p50)/float64(rows[0].p50), r.note)
 	}
 	fmt.Printf("pool: %d hits, %d misses over %d warm creates\n", st.Hits, st.Misses, runs)
-	fmt.Printf("first create on a new state root (starts the daemon, lists the host's programs): %.1f ms, untimed above\n", ms(firstCreate))
+	fmt.Printf("first create on a new state root (starts the daemon: sealed binary copy, favordynmods; lists the host's programs): %.1f ms, untimed above\n", ms(firstCreate))
 	fmt.Printf("warm create p50 %.2f ms (target <= 5), cold create p50 %.2f ms (target <= 30); warm / runc run %.3f, cold / runc run %.3f\n",
 		ms(rows[2].p50), ms(rows[1].p50), float64(rows[2].p50)/float64(rows[0].p50), float64(rows[1].p50)/float64(rows[0].p50))
 

@@ -831,17 +831,19 @@ func TestAgentOutOfDescriptors(t *testing.T) {
 allow = ["python3", "true"]
 `), tempDir(t))
 	agent := r.agentPid(id)
-	// Lower the agent's limit for 1.5 s, then raise it and stay 3 s more
-	// (this command's own connection does not end meanwhile).
+	// Lower the agent's limit until the test says so on stdin, then raise
+	// it and stay 5 s more (this command's own connection does not end
+	// meanwhile).
 	squeezer := r.command("exec", "--session", id, "--", "python3", "-c", `
 import resource, sys, time
 soft, hard = resource.prlimit(1, resource.RLIMIT_NOFILE)
 resource.prlimit(1, resource.RLIMIT_NOFILE, (1, hard))
 print("low", flush=True)
-time.sleep(1.5)
+sys.stdin.readline()
 resource.prlimit(1, resource.RLIMIT_NOFILE, (soft, hard))
-time.sleep(3)
+time.sleep(5)
 `)
+	release, _ := squeezer.StdinPipe()
 	out, _ := squeezer.StdoutPipe()
 	if err := squeezer.Start(); err != nil {
 		t.Fatal(err)
@@ -854,7 +856,6 @@ time.sleep(3)
 	if _, err := io.ReadFull(out, line); err != nil || string(line) != "low\n" {
 		t.Fatalf("the squeezer did not lower the limit: %q, %v", line, err)
 	}
-	start := time.Now()
 	queued := r.command("exec", "--session", id, "--", "true")
 	if err := queued.Start(); err != nil {
 		t.Fatal(err)
@@ -872,13 +873,17 @@ time.sleep(3)
 		t.Fatalf("a command ran while the agent had no descriptors: %v", err)
 	default:
 	}
+	if _, err := io.WriteString(release, "raise\n"); err != nil {
+		t.Fatal(err)
+	}
+	raised := time.Now()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Errorf("the queued command: %v", err)
 		}
-		if took := time.Since(start); took > 3*time.Second {
-			t.Errorf("the queued command ran %.1f s after it was sent; the limit was raised after 1.5 s", took.Seconds())
+		if took := time.Since(raised); took > 2*time.Second {
+			t.Errorf("the queued command ran %.1f s after the limit was raised", took.Seconds())
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the queued command never ran after the limit was raised")

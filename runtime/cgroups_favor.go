@@ -1,12 +1,17 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
+
+// ErrFavorNoEffect: the kernel is older than 6.18, where favordynmods
+// would end with the hierarchy that asked for it.
+var ErrFavorNoEffect = errors.New("favordynmods: this kernel would drop the mode with the hierarchy (Linux 6.18 keeps it); cgroup moves stay as they are")
 
 // FavorCgroupMoves asks the kernel for cheap cgroup moves: it creates a
 // cgroup v1 hierarchy with the favordynmods option and lets it go at once,
@@ -17,18 +22,26 @@ import (
 // write, once per sandbox start) takes the kernel's global threadgroup
 // lock for writing, which waits for an RCU grace period: 4-12 ms of every
 // cold create on this project's machines, the largest single step of it.
-// favordynmods is the kernel's documented switch for hosts that move
-// processes between cgroups often. From Linux 6.18 it makes cgroup.procs
-// writes lock only the moved process's thread group, and that mode stays
-// on for the rest of the boot even after the hierarchy is gone; a move
-// then takes under 0.1 ms. Forks and exits take one more uncontended
-// per-process read lock (and, on some versions, the global lock's slower
-// shared read path). On older kernels the favour ends with the
-// hierarchy, so this changes nothing there.
+// favordynmods is the kernel's switch for hosts that move processes
+// between cgroups often (also the boot parameter cgroup_favordynmods=1).
+// From Linux 6.18 it makes cgroup.procs writes lock only the moved
+// process's thread group, and that mode cannot be turned off again: it
+// stays on until reboot after the hierarchy is gone (the kernel logs
+// "cgroup favordynmods: per threadgroup rwsem mechanism can't be
+// disabled" once); a move then takes under 0.1 ms. Forks, execs and exits
+// take one more uncontended per-process read lock, and on kernels that
+// keep the whole favordynmods mode on, the global lock's slower shared
+// read path. Older kernels drop the favour with the hierarchy: nothing is
+// done there (ErrFavorNoEffect).
 //
 // The daemon calls it once at start unless its configuration says
 // cgroup_favordynmods = false.
 func FavorCgroupMoves() error {
+	if _, major, minor, err := kernelRelease(); err != nil {
+		return err
+	} else if major < 6 || (major == 6 && minor < 18) {
+		return ErrFavorNoEffect
+	}
 	fd, err := unix.Fsopen("cgroup", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("favordynmods: fsopen cgroup: %w", err)

@@ -69,7 +69,7 @@ func LoadConfig(path string) (*Config, error) {
 			continue
 		}
 		if key != "pool" {
-			return nil, bad("unknown key %q; valid: cgroup_favordynmods, [[pool]] tables", key)
+			return nil, bad("unknown key %q; valid: cgroup_favordynmods (at the top of the file), [[pool]] tables", key)
 		}
 		tables, ok := v.([]map[string]any)
 		if !ok {
@@ -89,6 +89,9 @@ func LoadConfig(path string) (*Config, error) {
 func poolFromConfig(t map[string]any, base string) (PoolRequest, error) {
 	var req PoolRequest
 	for key := range t {
+		if key == "cgroup_favordynmods" {
+			return req, fmt.Errorf("cgroup_favordynmods belongs at the top of the file, before any [[pool]]")
+		}
 		if !slices.Contains(poolConfigKeys, key) {
 			return req, fmt.Errorf("unknown key %q; valid: %s", key, strings.Join(poolConfigKeys, ", "))
 		}

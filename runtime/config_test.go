@@ -60,6 +60,7 @@ home = "/home/u"
 		{"[[pool]]\npolicy = \"/p.toml\"\nsize = 1\nhome = \"rel\"\n", "home: use an absolute path"},
 		{"pools = 1\n", `unknown key "pools"`},
 		{"cgroup_favordynmods = \"no\"\n", "cgroup_favordynmods must be true or false"},
+		{"[[pool]]\npolicy = \"/p.toml\"\nsize = 1\ncgroup_favordynmods = false\n", "belongs at the top of the file"},
 		{"[pool]\npolicy = \"/p.toml\"\n", "array of tables"},
 		{"[[pool]\n", "config"},
 	} {

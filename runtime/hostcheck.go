@@ -46,19 +46,27 @@ func checkRoot() HostCheck {
 // Idmapped mounts (5.12) and the new mount API (5.2) set the floor.
 func checkKernel() HostCheck {
 	c := HostCheck{Name: "kernel", Required: true}
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
+	release, major, minor, err := kernelRelease()
+	if err != nil {
 		c.Detail = err.Error()
 		return c
 	}
-	release := unix.ByteSliceToString(u.Release[:])
-	major, minor := parseRelease(release)
 	c.OK = major > 5 || (major == 5 && minor >= 12)
 	c.Detail = "linux " + release
 	if !c.OK {
 		c.Fix = "upgrade to Linux 5.12 or later (idmapped mounts)"
 	}
 	return c
+}
+
+func kernelRelease() (release string, major, minor int, err error) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "", 0, 0, err
+	}
+	release = unix.ByteSliceToString(u.Release[:])
+	major, minor = parseRelease(release)
+	return release, major, minor, nil
 }
 
 func parseRelease(r string) (major, minor int) {

@@ -70,8 +70,13 @@ the file leaves the kernel as it is.`,
 		if config.FavorDynmods {
 			// Before the pools fill: every sandbox start moves a process
 			// into a cgroup.
-			if err := runtime.FavorCgroupMoves(); err != nil {
+			switch err := runtime.FavorCgroupMoves(); {
+			case errors.Is(err, runtime.ErrFavorNoEffect):
+				logrus.Debug(err)
+			case err != nil:
 				logrus.Warnf("%v; sandbox starts stay slower (set cgroup_favordynmods = false in %s to skip this)", err, configPath)
+			default:
+				logrus.Infof("cgroup moves: the kernel's favordynmods mode is on until reboot (cgroup_favordynmods = false in %s leaves it off)", configPath)
 			}
 		}
 		d.AdoptPools(config)

@@ -630,6 +630,7 @@ static struct agent {
 	struct buf why;           /* what failed */
 	struct conn *conns;
 	int accept_paused; /* out of descriptors: the listener is not watched */
+	long long paused_at; /* when, in ms of CLOCK_MONOTONIC */
 } agent = {.landlock = {.fd = -1}};
 
 static char listener_tag, signal_tag;
@@ -702,6 +703,13 @@ static int seal(struct event *ev)
 	agent.sealed = 1;
 	strings_free(&agent.cfg.hidden); /* needed no more */
 	return 0;
+}
+
+static long long monotonic_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
 /* resume_accept watches the listener again after accept ran out of
@@ -896,8 +904,10 @@ static void accept_all(int listener)
 			 * a connection ends, rather than spin. */
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
 				struct epoll_event e = {.events = 0, .data.ptr = &listener_tag};
-				if (epoll_ctl(agent.epoll, EPOLL_CTL_MOD, listener, &e) == 0)
+				if (epoll_ctl(agent.epoll, EPOLL_CTL_MOD, listener, &e) == 0) {
 					agent.accept_paused = 1;
+					agent.paused_at = monotonic_ms();
+				}
 			}
 			return;
 		}
@@ -1025,12 +1035,18 @@ static void run(int argc, char **argv)
 	trim();
 	for (;;) {
 		struct epoll_event events[16];
-		/* Paused for want of descriptors, try again now and then even
-		 * if no connection ends: another process may free them. */
-		int n = epoll_wait(agent.epoll, events, 16, agent.accept_paused ? 100 : -1);
+		/* Paused for want of descriptors, try again every 100 ms even
+		 * if no connection ends (another process may free them), however
+		 * busy the other events keep the loop. */
+		int timeout = -1;
+		if (agent.accept_paused) {
+			long long left = agent.paused_at + 100 - monotonic_ms();
+			timeout = left > 0 ? (int)left : 0;
+		}
+		int n = timeout == 0 ? 0 : epoll_wait(agent.epoll, events, 16, timeout);
 		if (n < 0 && errno != EINTR)
 			fatal("agent", strerror(errno));
-		if (n == 0)
+		if (agent.accept_paused && monotonic_ms() >= agent.paused_at + 100)
 			resume_accept();
 		for (int i = 0; i < n; i++) {
 			void *tag = events[i].data.ptr;
