@@ -41,7 +41,8 @@ the file leaves the kernel as it is.`,
 			return err
 		}
 		if err := runtime.ReexecSealed(); err != nil {
-			return err
+			// libcontainer then seals a copy per sandbox start instead.
+			logrus.Warnf("running from a sealed copy of the binary: %v; every sandbox start seals its own", err)
 		}
 		rt, err := newRuntime(cliContext)
 		if err != nil {
