@@ -18,8 +18,9 @@ const sealedFromEnv = "_WARDEN_SEALED_FROM"
 // binary, unless it already runs from one. Every container start re-execs
 // the binary as the container's init, and libcontainer protects that from
 // being overwritten from inside (CVE-2019-5736) by sealing a fresh copy of
-// the binary per start (an overlayfs mount here, 1.5-2.7 ms of every cold
-// create and refill) unless the process already runs from a sealed memfd.
+// the binary per start (an overlayfs mount and its teardown here: 10-15 ms
+// of every cold create and refill, measured interleaved) unless the
+// process already runs from a sealed memfd.
 // The daemon makes its copy once, at start (one 7 MB memfd).
 func ReexecSealed() error {
 	if exeseal.IsSelfExeCloned() {
