@@ -952,12 +952,67 @@ allow = ["true"]
 			t.Error("the daemon's binary could be written")
 		}
 	}
-	bin, _ := filepath.Abs(wardenBinary)
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", daemon)); strings.TrimSpace(string(comm)) != filepath.Base(wardenBinary) {
+		t.Errorf("the daemon's process name is %q, want %q (ps, pgrep)", comm, filepath.Base(wardenBinary))
+	}
+	bin, err := filepath.EvalSymlinks(wardenBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, _ = filepath.Abs(bin)
 	config, err := os.ReadFile(filepath.Join(r.root, "sessions", id, "bundle", "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(config), `"source":"`+bin+`"`) && !strings.Contains(string(config), `"source": "`+bin+`"`) {
 		t.Errorf("the sandbox's agent is not mounted from %s:\n%s", bin, config)
+	}
+}
+
+// TestDaemonWithoutExecutableMemfd: where no executable memfd can be made
+// (vm.memfd_noexec=2, set here in a pid namespace of the daemon's own),
+// the daemon says so once, runs from its binary on disk (libcontainer
+// then seals a copy per start) and serves sessions; it must not re-execute
+// itself over and over.
+func TestDaemonWithoutExecutableMemfd(t *testing.T) {
+	r := newRoot(t)
+	if err := os.MkdirAll(r.root, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(tempDir(t), "daemon.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	daemon := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+		`sysctl -q -w vm.memfd_noexec=2 && exec "$0" --root "$1" daemon`, wardenBinary, r.root)
+	daemon.Stdout, daemon.Stderr = logFile, logFile
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		daemon.Process.Kill()
+		daemon.Wait()
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(r.root, "warden.sock")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logPath)
+			t.Fatalf("the daemon did not start:\n%s", log)
+		}
+	}
+	id := r.create("nomemfd", r.policy(`name = "nomemfd"
+[exec]
+allow = ["true"]
+`), tempDir(t))
+	if res := r.exec(id, nil, "true"); res.Exit != 0 {
+		t.Fatalf("exec: exit %d, stderr %q", res.Exit, res.Stderr)
+	}
+	log, _ := os.ReadFile(logPath)
+	if n := strings.Count(string(log), "no executable sealed memfd"); n != 1 {
+		t.Errorf("the daemon said %d times that it has no sealed memfd, want once:\n%s", n, log)
 	}
 }
