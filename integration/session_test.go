@@ -952,8 +952,14 @@ allow = ["true"]
 			t.Error("the daemon's binary could be written")
 		}
 	}
-	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", daemon)); strings.TrimSpace(string(comm)) != filepath.Base(wardenBinary) {
-		t.Errorf("the daemon's process name is %q, want %q (ps, pgrep)", comm, filepath.Base(wardenBinary))
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", daemon))
+	for _, task := range tasks {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/comm", daemon, task.Name())); strings.TrimSpace(string(comm)) != filepath.Base(wardenBinary) {
+			t.Errorf("the daemon's thread %s is named %q, want %q (ps, top, pgrep)", task.Name(), comm, filepath.Base(wardenBinary))
+		}
+	}
+	if len(tasks) < 2 {
+		t.Errorf("the daemon has %d threads", len(tasks))
 	}
 	bin, err := filepath.EvalSymlinks(wardenBinary)
 	if err != nil {

@@ -28,9 +28,11 @@ const sealedFromEnv = "_WARDEN_SEALED_FROM"
 func ReexecSealed() error {
 	if exeseal.IsSelfExeCloned() {
 		// exec of /proc/self/fd/N named the process "N": give it its name
-		// back for ps, pgrep and the logs.
+		// back for ps, pgrep and the logs, on every thread the Go runtime
+		// has started so far (a thread takes its name from the one that
+		// starts it).
 		if onDisk, err := executable(); err == nil {
-			os.WriteFile("/proc/self/comm", []byte(filepath.Base(onDisk)), 0)
+			nameThreads(filepath.Base(onDisk))
 		}
 		return nil
 	}
@@ -65,6 +67,14 @@ func ReexecSealed() error {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, sealedFromEnv+"=") })
 	env = append(env, sealedFromEnv+"="+onDisk)
 	return unix.Exec(fmt.Sprintf("/proc/self/fd/%d", sealed.Fd()), os.Args, env)
+}
+
+// nameThreads sets the name of each of the process's threads.
+func nameThreads(name string) {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, t := range tasks {
+		os.WriteFile(filepath.Join("/proc/self/task", t.Name(), "comm"), []byte(name), 0)
+	}
 }
 
 // executable is warden's binary on disk, also in a daemon that runs from
