@@ -105,6 +105,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		<-ctx.Done()
 		d.ln.Close()
 	}()
+	var lastRefusal time.Time
 	for {
 		conn, err := d.ln.AcceptUnix()
 		if err != nil {
@@ -116,9 +117,41 @@ func (d *Daemon) Serve(ctx context.Context) error {
 			}
 			continue
 		}
+		if err := checkPeer(conn); err != nil {
+			if time.Since(lastRefusal) > time.Second { // a flood of them logs one a second
+				logrus.Warnf("refused a connection to the daemon's socket: %v", err)
+				lastRefusal = time.Now()
+			}
+			conn.Close()
+			continue
+		}
 		growBuffers(conn)
 		go d.handle(ctx, conn)
 	}
+}
+
+// checkPeer lets only the daemon's own user talk to it. The socket's mode
+// already says so; this holds even where a sandbox could reach the socket
+// file (a sandbox's processes never run as that user on the host).
+func checkPeer(conn *net.UnixConn) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return cerr
+	}
+	if int(cred.Uid) != os.Geteuid() {
+		return fmt.Errorf("process %d runs as uid %d, not %d", cred.Pid, cred.Uid, os.Geteuid())
+	}
+	return nil
 }
 
 // Close releases the socket and lock; sessions keep running for the next

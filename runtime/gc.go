@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,6 +38,10 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		if live[id] {
 			continue
 		}
+		if !madeByWarden(rt.sessionDir(id), "session.json", "bundle", "late") {
+			errs = append(errs, fmt.Errorf("left %s: warden did not make it (no session state in it); move it out of warden's state root", rt.sessionDir(id)))
+			continue
+		}
 		if err := rt.destroy(id); err != nil {
 			errs = append(errs, fmt.Errorf("session %s: %w", id, err))
 			continue
@@ -54,7 +59,10 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 				errs = append(errs, fmt.Errorf("container %s: %w", id, err))
 				continue
 			}
-		} else if err := os.RemoveAll(filepath.Join(rt.containersDir(), id)); err != nil {
+		} else if dir := filepath.Join(rt.containersDir(), id); !onlyWardens(dir, "state.json", "exec.fifo") {
+			errs = append(errs, fmt.Errorf("left %s: warden did not make it (it holds other files); move it out of warden's state root", dir))
+			continue
+		} else if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -85,6 +93,36 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		removed = append(removed, "mount "+m)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// madeByWarden reports whether a folder in the state root is warden's: it
+// is empty (a start cut short) or holds one of the names warden writes
+// first. gc removes no folder a user put there.
+func madeByWarden(dir string, names ...string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		return err == nil
+	}
+	for _, name := range names {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// onlyWardens reports whether a folder holds nothing but the given names.
+func onlyWardens(dir string, names ...string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if !slices.Contains(names, e.Name()) {
+			return false
+		}
+	}
+	return true
 }
 
 // cgroupDirs lists the container cgroups of this root in every hierarchy

@@ -164,7 +164,37 @@ func (rt *Runtime) sessionSpec(p *policies.Policy, vars policies.Vars, id spec.I
 		return nil, err
 	}
 	b.Spec.Process.Args = agentArgs(b.Spec)
+	if err := rt.checkStateRoot(b, bundleDir); err != nil {
+		return nil, err
+	}
 	return b, nil
+}
+
+// checkStateRoot refuses a sandbox that would see into warden's state root
+// other than through its own bundle: a writable grant is id-mapped to its
+// owner, so one that holds the root (root-owned) gives the sandbox the
+// daemon's socket, and through it any policy; one inside the root is
+// warden's own state, which gc removes.
+func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string) error {
+	root, err := filepath.EvalSymlinks(rt.Root)
+	if err != nil {
+		return err
+	}
+	for _, m := range b.Spec.Mounts {
+		if m.Type != "bind" || m.Source == rt.Binary {
+			continue
+		}
+		if _, own := under(m.Source, bundleDir); own {
+			continue
+		}
+		_, inside := under(m.Source, root)
+		_, holds := under(root, m.Source)
+		if inside || (holds && len(m.UIDMappings) > 0) {
+			return fmt.Errorf("%w: %s (%s on the host) %s warden's state root %s, which a sandbox must never reach; grant a folder outside it, or give warden another --root",
+				spec.ErrInvalid, m.Destination, m.Source, map[bool]string{true: "is inside", false: "holds"}[inside], root)
+		}
+	}
+	return nil
 }
 
 // poolView splits a generated bundle into the key of the pooled container
