@@ -99,3 +99,69 @@ print("REPLY" if reply else "NONE")
 		t.Errorf("exec after the refused connection: exit %d, %s", res.Exit, res.Stderr)
 	}
 }
+
+// TestBindSourceSwapRace: a sandbox that can write above another
+// sandbox's grant swaps the granted folder for a symlink to a host folder
+// again and again while the other starts. A mount must never follow the
+// symlink: each start either mounts the checked folder or is refused.
+func TestBindSourceSwapRace(t *testing.T) {
+	r := newRoot(t)
+	ws, hostonly := tempDir(t), tempDir(t)
+	if err := os.Mkdir(filepath.Join(ws, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hostonly, "f"), []byte("HOSTSECRET"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	flip := `
+import os, time
+w = "/workspace"
+end = time.time() + 60
+while time.time() < end and not os.path.exists(w + "/stop"):
+    try:
+        os.rename(w + "/out", w + "/out.d")
+        os.symlink(HOSTONLY, w + "/out")
+        time.sleep(0.003)
+        os.unlink(w + "/out")
+        os.rename(w + "/out.d", w + "/out")
+    except OSError:
+        pass
+    time.sleep(0.001)
+`
+	if err := os.WriteFile(filepath.Join(ws, "flip.py"), []byte(strings.Replace(flip, "HOSTONLY", `"`+hostonly+`"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	attacker := r.create("flip", r.policy("name = \"flip\"\n[fs]\nwrite = [\"$WORK_DIR\"]\n[exec]\nallow = [\"python3\"]\n"), ws)
+	flipper := r.command("exec", "--session", attacker, "--timeout", "60s", "--", "python3", "/workspace/flip.py")
+	if err := flipper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		os.WriteFile(filepath.Join(ws, "stop"), nil, 0o644)
+		flipper.Wait()
+	}()
+	victim := r.policy("name = \"victim\"\n[fs]\nread = [\"$WORK_DIR\"]\nwrite = [\"$WORK_DIR/out\"]\n[exec]\nallow = [\"sh\", \"cat\"]\n")
+	ran, refused := 0, 0
+	for i := 0; i < 40; i++ {
+		res := r.warden("do", "--policy", victim, "--workspace", ws, "--", "sh", "-c",
+			"for d in /workspace/out /workspace/out.d; do cat $d/f 2>/dev/null; echo x > $d/pwned 2>/dev/null; done; true")
+		if strings.Contains(res.Stdout, "HOSTSECRET") {
+			t.Fatalf("run %d read the host folder through a swapped mount", i)
+		}
+		switch {
+		case res.Exit == 0:
+			ran++
+		case res.Exit == 125 && strings.Contains(res.Stderr, "symlink"):
+			refused++
+		default:
+			t.Logf("run %d: exit %d, %s", i, res.Exit, res.Stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(hostonly, "pwned")); err == nil {
+		t.Fatal("a sandbox wrote into the host folder through a swapped mount")
+	}
+	t.Logf("%d runs mounted the checked folder, %d were refused while it was swapped", ran, refused)
+	if ran == 0 {
+		t.Error("no run got through: the check refuses more than swapped sources")
+	}
+}

@@ -97,7 +97,14 @@ func cloneMount(m specs.Mount) (int, error) {
 		flags |= unix.AT_RECURSIVE
 		setFlags |= unix.AT_RECURSIVE
 	}
-	fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, flags)
+	// The source held no symlink when it was checked; one there now was
+	// swapped in since (see bindcheck.go), and is refused.
+	src, err := openSource(m.Source)
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.OpenTree(src, "", flags|unix.AT_EMPTY_PATH)
+	unix.Close(src)
 	if err != nil {
 		return -1, err
 	}

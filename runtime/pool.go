@@ -180,9 +180,10 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string) error {
 	if err != nil {
 		return err
 	}
+	placeholder, _ := filepath.EvalSymlinks(rt.placeholder())
 	for _, m := range b.Spec.Mounts {
-		if m.Type != "bind" || m.Source == rt.Binary {
-			continue
+		if m.Type != "bind" || m.Source == rt.Binary || m.Source == placeholder {
+			continue // the placeholder stands for a pooled sandbox's folders, never mounted
 		}
 		if _, own := under(m.Source, bundleDir); own {
 			continue

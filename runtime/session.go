@@ -337,6 +337,13 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 		return err
 	}
 	defer lf.Close()
+	pins, err := pinBinds(sp.Mounts, func(source string) bool {
+		_, own := under(source, bundleDir)
+		return own || source == rt.Binary
+	})
+	if err != nil {
+		return err
+	}
 	c, err := libcontainer.Create(rt.containersDir(), s.containerID(), cfg)
 	if err != nil {
 		return fmt.Errorf("create container: %w", err)
@@ -356,6 +363,14 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 	if err := c.Run(p); err != nil {
 		c.Destroy() // a failed start leaves state and cgroups behind otherwise
 		return fmt.Errorf("start sandbox: %w", err)
+	}
+	pid, err := p.Pid()
+	if err == nil {
+		err = checkBinds(pid, pins)
+	}
+	if err != nil {
+		killAndDestroy(c)
+		return err
 	}
 	return nil
 }
