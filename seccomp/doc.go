@@ -19,7 +19,11 @@
 //   - A few syscalls are allowed only with certain arguments (Filtered):
 //     clone without CLONE_NEW* flags, socket for AF_UNIX, AF_INET, AF_INET6
 //     and AF_NETLINK only, a handful of personality values, ioctl except
-//     TIOCSTI.
+//     TIOCSTI, and the calls that set a file mode (chmod, mkdir, mknod,
+//     creat, open with O_CREAT, ...) without S_ISUID and S_ISGID, as
+//     systemd's RestrictSUIDSGID=: a workspace is a host folder, and a
+//     setuid file made there would be one on the host. openat2, whose mode
+//     seccomp cannot read, reads as unimplemented like clone3.
 //   - Architecture: x86-64 only. The filter lists SCMP_ARCH_X86_64 and
 //     nothing else, so a syscall entering through the i386 ABI (int $0x80,
 //     AUDIT_ARCH_I386) or with the x32 bit set (nr | 0x40000000) does not

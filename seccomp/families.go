@@ -166,4 +166,9 @@ var Filtered = []Family{
 		Syscalls: []string{"ioctl"},
 		Why:      "TIOCSTI is refused: pushing input into a terminal the sandbox shares with its caller would run commands outside the sandbox",
 	},
+	{
+		Name:     "setuid-bits",
+		Syscalls: []string{"chmod", "fchmod", "fchmodat", "fchmodat2", "mkdir", "mkdirat", "mknod", "mknodat", "creat", "open", "openat"},
+		Why:      "a mode with S_ISUID or S_ISGID gets EPERM (open and openat only with O_CREAT or O_TMPFILE): a writable grant is the host folder, idmapped to its owner, and nosuid holds only for the sandbox's mount, so a setuid file made there would run with the owner's rights on the host; openat2 passes its mode in memory seccomp cannot read, so it reads as unimplemented and libc falls back to openat",
+	},
 }

@@ -1,6 +1,8 @@
 package seccomp
 
 import (
+	"slices"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/warden-sandbox/warden/policies"
@@ -36,9 +38,39 @@ const (
 	tiocsti = 0x5412
 )
 
+// File mode and open flags the setuid rules compare against (linux/stat.h,
+// asm-generic/fcntl.h).
+const (
+	sISUID = 0o4000
+	sISGID = 0o2000
+
+	oCreat   = 0o100
+	oTmpfile = 0o20000000 // __O_TMPFILE, the bit O_TMPFILE adds to O_DIRECTORY
+)
+
 // personalities are the personality(2) arguments allowed: the query value
 // 0xffffffff, PER_LINUX, PER_LINUX32, UNAME26 and UNAME26|PER_LINUX32.
 var personalities = []uint64{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
+
+// modeArgs are the syscalls that take a file mode, by the index of the mode
+// argument.
+var modeArgs = []struct {
+	mode  uint
+	names []string
+}{
+	{1, []string{"chmod", "fchmod", "mkdir", "mknod", "creat"}},
+	{2, []string{"fchmodat", "fchmodat2", "mkdirat", "mknodat"}},
+}
+
+// openArgs are the open calls that create files: the index of their flags
+// and of their mode argument.
+var openArgs = []struct {
+	name        string
+	flags, mode uint
+}{
+	{"open", 1, 2},
+	{"openat", 2, 3},
+}
 
 // allowed are the syscalls permitted with any arguments: Docker's default
 // profile for x86-64 without the capability-gated entries, minus what
@@ -48,7 +80,7 @@ var allowed = []string{
 	// files and file descriptors
 	"read", "write", "readv", "writev", "pread64", "pwrite64",
 	"preadv", "preadv2", "pwritev", "pwritev2",
-	"open", "openat", "openat2", "creat", "close", "close_range",
+	"close", "close_range",
 	"lseek", "dup", "dup2", "dup3", "pipe", "pipe2", "fcntl", "flock",
 	"fsync", "fdatasync", "sync", "syncfs", "sync_file_range",
 	"fallocate", "fadvise64", "readahead", "truncate", "ftruncate",
@@ -56,10 +88,9 @@ var allowed = []string{
 	"stat", "fstat", "lstat", "newfstatat", "statx", "statfs", "fstatfs",
 	"access", "faccessat", "faccessat2",
 	"getdents", "getdents64", "getcwd", "chdir", "fchdir",
-	"mkdir", "mkdirat", "rmdir", "rename", "renameat", "renameat2",
+	"rmdir", "rename", "renameat", "renameat2",
 	"link", "linkat", "unlink", "unlinkat", "symlink", "symlinkat",
-	"readlink", "readlinkat", "mknod", "mknodat", "umask",
-	"chmod", "fchmod", "fchmodat", "fchmodat2",
+	"readlink", "readlinkat", "umask",
 	"chown", "fchown", "fchownat", "lchown",
 	"utime", "utimes", "utimensat", "futimesat",
 	"getxattr", "lgetxattr", "fgetxattr", "getxattrat",
@@ -141,12 +172,15 @@ var allowed = []string{
 
 // Default returns warden's seccomp profile for x86-64: an allow list that
 // refuses everything else with ENOSYS, so new syscalls look unimplemented and
-// libc falls back, and refuses DeniedFamilies with EPERM. Each call returns a
-// fresh copy the caller may change.
+// libc falls back, and refuses DeniedFamilies and setuid/setgid modes with
+// EPERM. clone3 and openat2 get ENOSYS explicitly: their flags and mode are
+// in memory seccomp cannot read, and libc falls back to clone and openat,
+// whose arguments it can. Each call returns a fresh copy the caller may
+// change.
 func Default() *specs.LinuxSeccomp {
 	syscalls := []specs.LinuxSyscall{
 		{Names: append([]string(nil), allowed...), Action: specs.ActAllow},
-		{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: errno(errnoENOSYS)},
+		{Names: []string{"clone3", "openat2"}, Action: specs.ActErrno, ErrnoRet: errno(errnoENOSYS)},
 		{
 			Names:  []string{"clone"},
 			Action: specs.ActAllow,
@@ -168,6 +202,7 @@ func Default() *specs.LinuxSeccomp {
 		})
 	}
 	syscalls = append(syscalls, ioctlRules()...)
+	syscalls = append(syscalls, setuidRules()...)
 	for _, f := range DeniedFamilies {
 		syscalls = append(syscalls, specs.LinuxSyscall{
 			Names:    append([]string(nil), f.Syscalls...),
@@ -204,6 +239,50 @@ func ioctlRules() []specs.LinuxSyscall {
 			Action: specs.ActAllow,
 			Args:   []specs.LinuxSeccompArg{{Index: 1, Value: bit, ValueTwo: ^uint64(tiocsti) & bit, Op: specs.OpMaskedEqual}},
 		})
+	}
+	return rules
+}
+
+// setuidRules refuse with EPERM every mode argument with S_ISUID or S_ISGID
+// and allow the others, as systemd's RestrictSUIDSGID= does. A writable
+// grant is the host folder itself, idmapped to its owner, and nosuid holds
+// only for the sandbox's mount: a setuid file made there would run with the
+// owner's rights on the host.
+//
+// Every call matches an allow or an EPERM rule, never the default (ENOSYS).
+// Each rule has at most one comparison per argument (libcontainer would turn
+// two into an OR), so "either bit set" is two EPERM rules; rules of one
+// syscall are OR'ed. open and openat use their mode only with O_CREAT or
+// O_TMPFILE: allowed when neither flag is set, or when the mode has neither
+// bit. openat2 passes its mode in memory seccomp cannot read, so it gets
+// ENOSYS (see Default) and libc falls back to openat.
+func setuidRules() []specs.LinuxSyscall {
+	noBits := func(i uint, mask uint64) specs.LinuxSeccompArg {
+		return specs.LinuxSeccompArg{Index: i, Value: mask, ValueTwo: 0, Op: specs.OpMaskedEqual}
+	}
+	bit := func(i uint, b uint64) specs.LinuxSeccompArg {
+		return specs.LinuxSeccompArg{Index: i, Value: b, ValueTwo: b, Op: specs.OpMaskedEqual}
+	}
+	refuse := func(names []string, args ...specs.LinuxSeccompArg) specs.LinuxSyscall {
+		return specs.LinuxSyscall{Names: names, Action: specs.ActErrno, ErrnoRet: errno(errnoEPERM), Args: args}
+	}
+	var rules []specs.LinuxSyscall
+	for _, m := range modeArgs {
+		rules = append(rules, specs.LinuxSyscall{Names: slices.Clone(m.names), Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{noBits(m.mode, sISUID|sISGID)}})
+		for _, b := range []uint64{sISUID, sISGID} {
+			rules = append(rules, refuse(slices.Clone(m.names), bit(m.mode, b)))
+		}
+	}
+	for _, o := range openArgs {
+		rules = append(rules,
+			specs.LinuxSyscall{Names: []string{o.name}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{noBits(o.flags, oCreat|oTmpfile)}},
+			specs.LinuxSyscall{Names: []string{o.name}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{noBits(o.mode, sISUID|sISGID)}},
+		)
+		for _, f := range []uint64{oCreat, oTmpfile} {
+			for _, b := range []uint64{sISUID, sISGID} {
+				rules = append(rules, refuse([]string{o.name}, bit(o.flags, f), bit(o.mode, b)))
+			}
+		}
 	}
 	return rules
 }

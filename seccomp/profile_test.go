@@ -198,6 +198,37 @@ func TestDecisions(t *testing.T) {
 		{"ioctl fionread", "ioctl", []uint64{0, 0x541b}, allow},
 		{"ioctl tiocsti", "ioctl", []uint64{0, tiocsti}, eperm},
 		{"ioctl tiocsti with high bits", "ioctl", []uint64{0, 1<<32 | tiocsti}, eperm},
+		{"chmod 0755", "chmod", []uint64{0, 0o755}, allow},
+		{"chmod 4755", "chmod", []uint64{0, 0o4755}, eperm},
+		{"chmod 2755", "chmod", []uint64{0, 0o2755}, eperm},
+		{"chmod 6755", "chmod", []uint64{0, 0o6755}, eperm},
+		{"chmod 1777", "chmod", []uint64{0, 0o1777}, allow},
+		{"chmod 4755 with high bits", "chmod", []uint64{0, 1<<32 | 0o4755}, eperm},
+		{"fchmod 0644", "fchmod", []uint64{3, 0o644}, allow},
+		{"fchmod 4755", "fchmod", []uint64{3, 0o4755}, eperm},
+		{"fchmodat 0700", "fchmodat", []uint64{3, 0, 0o700}, allow},
+		{"fchmodat 2755", "fchmodat", []uint64{3, 0, 0o2755}, eperm},
+		{"fchmodat2 6755", "fchmodat2", []uint64{3, 0, 0o6755, 0}, eperm},
+		{"mkdir 0755", "mkdir", []uint64{0, 0o755}, allow},
+		{"mkdir 2755", "mkdir", []uint64{0, 0o2755}, eperm},
+		{"mkdirat 4755", "mkdirat", []uint64{3, 0, 0o4755}, eperm},
+		{"mknod regular 0644", "mknod", []uint64{0, 0o100644, 0}, allow},
+		{"mknod regular 4755", "mknod", []uint64{0, 0o104755, 0}, eperm},
+		{"mknodat regular 2755", "mknodat", []uint64{3, 0, 0o102755, 0}, eperm},
+		{"creat 0644", "creat", []uint64{0, 0o644}, allow},
+		{"creat 4755", "creat", []uint64{0, 0o4755}, eperm},
+		{"open read", "open", []uint64{0, 0, 0}, allow},
+		{"open read, junk mode", "open", []uint64{0, 0, 0o6777}, allow},
+		{"open create 0666", "open", []uint64{0, oCreat | 1, 0o666}, allow},
+		{"open create 4755", "open", []uint64{0, oCreat | 1, 0o4755}, eperm},
+		{"open tmpfile 2755", "open", []uint64{0, oTmpfile | 0o200000 | 2, 0o2755}, eperm},
+		{"openat read", "openat", []uint64{3, 0, 0, 0}, allow},
+		{"openat create 0644", "openat", []uint64{3, 0, oCreat | 1, 0o644}, allow},
+		{"openat create 4755", "openat", []uint64{3, 0, oCreat | 1, 0o4755}, eperm},
+		{"openat create 6755", "openat", []uint64{3, 0, oCreat | 1, 0o6755}, eperm},
+		{"openat tmpfile 0600", "openat", []uint64{3, 0, oTmpfile | 0o200000 | 2, 0o600}, allow},
+		{"openat tmpfile 4700", "openat", []uint64{3, 0, oTmpfile | 0o200000 | 2, 0o4700}, eperm},
+		{"openat2", "openat2", nil, enosys},
 		{"memfd_create", "memfd_create", nil, eperm},
 		{"io_uring_setup", "io_uring_setup", nil, eperm},
 		{"unknown future syscall", "warden_future_syscall", nil, enosys},
@@ -209,6 +240,59 @@ func TestDecisions(t *testing.T) {
 				t.Errorf("%s%v: got %v, want %v", tt.syscall, tt.args, got, tt.want)
 			}
 		})
+	}
+}
+
+// Every mode a file-creating or mode-setting call can pass is either allowed
+// or refused with EPERM: none falls through to the default (ENOSYS), which
+// would read as "not implemented" and send libc to a fallback.
+func TestSetuidBitsRefusedWithEPERM(t *testing.T) {
+	p := Default()
+	modes := []uint64{0, 0o644, 0o755, 0o1777, sISUID, sISGID, sISUID | sISGID, 0o4755, 0o2755, 0o6755, 0o7777}
+	flags := []uint64{0, 1, 2, oCreat, oCreat | 1, oTmpfile | 0o200000 | 2, oCreat | oTmpfile, 0o1000}
+	for _, m := range modeArgs {
+		for _, name := range m.names {
+			for _, mode := range modes {
+				args := make([]uint64, m.mode+1)
+				args[m.mode] = mode
+				want := allow
+				if mode&(sISUID|sISGID) != 0 {
+					want = eperm
+				}
+				if got := decide(t, p, name, args...); got != want {
+					t.Errorf("%s mode %#o: got %v, want %v", name, mode, got, want)
+				}
+			}
+		}
+	}
+	for _, o := range openArgs {
+		for _, f := range flags {
+			for _, mode := range modes {
+				args := make([]uint64, o.mode+1)
+				args[o.flags], args[o.mode] = f, mode
+				want := allow
+				if f&(oCreat|oTmpfile) != 0 && mode&(sISUID|sISGID) != 0 {
+					want = eperm
+				}
+				if got := decide(t, p, o.name, args...); got != want {
+					t.Errorf("%s flags %#o mode %#o: got %v, want %v", o.name, f, mode, got, want)
+				}
+			}
+		}
+	}
+}
+
+// libcontainer adds a rule's comparisons on one argument as separate rules
+// (an OR): a rule may compare each argument once.
+func TestOneComparisonPerArgument(t *testing.T) {
+	for i, rule := range Default().Syscalls {
+		seen := map[uint]bool{}
+		for _, a := range rule.Args {
+			if seen[a.Index] {
+				t.Errorf("syscalls[%d] %v compares argument %d twice", i, rule.Names, a.Index)
+			}
+			seen[a.Index] = true
+		}
 	}
 }
 
