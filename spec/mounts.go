@@ -118,6 +118,22 @@ func (g *generator) execAllowList() error {
 	return nil
 }
 
+// execNotWritable refuses an allowed executable that lies in a writable
+// grant: the sandbox would write the program it is allowed to run.
+func (g *generator) execNotWritable() error {
+	for _, m := range g.b.Spec.Mounts {
+		if !slices.Contains(g.execPaths, m.Destination) {
+			continue
+		}
+		for _, w := range g.b.Spec.Mounts {
+			if _, ok := under(m.Source, w.Source); ok && w.Type == "bind" && slices.Contains(w.Options, "rw") {
+				return fmt.Errorf("%w: exec.allow %q is %s, inside the writable grant %s: the sandbox could replace the program it may run; allow a program outside every fs.write grant", ErrInvalid, m.Destination, m.Source, w.Source)
+			}
+		}
+	}
+	return nil
+}
+
 // etcBinds are the host /etc entries every sandbox needs to work: TLS
 // roots, the dynamic loader's cache, service names. Nothing secret.
 var etcBinds = []string{

@@ -122,6 +122,7 @@ func Generate(o Options) (*Bundle, error) {
 		g.etc,
 		g.scratch,
 		g.grants,
+		g.execNotWritable,
 		g.agent,
 		g.resources,
 		g.process,

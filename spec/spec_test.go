@@ -453,3 +453,24 @@ deny = ["$HOME/.ssh"]
 		t.Errorf("WriteBundle left files behind in a directory it refused: %d entries", len(entries))
 	}
 }
+
+// TestExecAllowedNotWritable: a program the sandbox may run must not lie
+// in a grant it may write, or it could replace the program.
+func TestExecAllowedNotWritable(t *testing.T) {
+	host := fakeHost(t)
+	vars, _ := testVars(t)
+	if err := os.WriteFile(filepath.Join(host.Root, "var/lib/tool"), []byte("\x7fELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gen := func(grant string) error {
+		p := mustParse(t, "name = \"t\"\n[fs]\n"+grant+" = [\"/var/lib\"]\n[exec]\nallow = [\"/var/lib/tool\", \"sh\"]\n")
+		_, err := Generate(Options{Policy: p, Vars: vars, Host: host, BundleDir: "/bundle"})
+		return err
+	}
+	if err := gen("write"); err == nil || !strings.Contains(err.Error(), "could replace the program") {
+		t.Errorf("an allowed program in a writable grant: %v, want a refusal", err)
+	}
+	if err := gen("read"); err != nil {
+		t.Errorf("an allowed program in a read-only grant: %v", err)
+	}
+}
