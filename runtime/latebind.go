@@ -136,6 +136,9 @@ func cloneMount(m specs.Mount) (int, error) {
 	}
 	if err := unix.MountSetattr(fd, "", setFlags, &attr); err != nil {
 		unix.Close(fd)
+		if attr.Attr_set&unix.MOUNT_ATTR_IDMAP != 0 && errors.Is(err, unix.EINVAL) {
+			return -1, fmt.Errorf("%s (or a mount inside it) cannot be id-mapped, which a writable grant needs; grant a folder on ext4, xfs, btrfs or tmpfs with no other mounts inside it", m.Source)
+		}
 		return -1, fmt.Errorf("mount_setattr: %w", err)
 	}
 	return fd, nil
