@@ -271,7 +271,13 @@ func lessPath(a, b string) bool {
 // writeRefused are host folders no grant may make writable, whatever path
 // or variable leads there: the sandbox's root writes with the owner's (host
 // root's) rights through a write grant.
-var writeRefused = append([]string{"/etc", "/boot"}, systemTop...)
+var writeRefused = append([]string{"/etc", "/boot", "/run", "/var/run", "/var/spool"}, systemTop...)
+
+// holdRefused are host folders no write grant may hold: their files are
+// root's (services' state, logs, programs, every user's home), and a
+// write grant is id-mapped to its owner, so the sandbox would write them
+// as root. A folder inside one (a service's own folder) may be granted.
+var holdRefused = []string{"/var/lib", "/var/log", "/var/cache", "/opt", "/home", "/srv", "/root"}
 
 // checkSource refuses grants whose host file, symlinks resolved, is the
 // host's root, a kernel interface, or (for writing) a system folder.
@@ -286,6 +292,8 @@ func checkSource(r placed) error {
 		return fmt.Errorf("%w: fs rule %q is %s, a host kernel interface (the sandbox has its own /proc and /dev); grant another path", ErrInvalid, r.rule.Path, r.host)
 	case r.rule.Access == policies.AccessWrite && underAny(r.host, writeRefused...):
 		return fmt.Errorf("%w: fs.write %q is %s on the host; system directories are never writable; grant a path outside %s", ErrInvalid, r.rule.Path, r.host, strings.Join(writeRefused, " "))
+	case r.rule.Access == policies.AccessWrite && slices.ContainsFunc(holdRefused, func(d string) bool { _, ok := under(d, r.host); return ok }):
+		return fmt.Errorf("%w: fs.write %q is %s on the host, which holds system state (%s); grant a narrower folder inside it", ErrInvalid, r.rule.Path, r.host, strings.Join(holdRefused, " "))
 	}
 	return nil
 }

@@ -354,6 +354,8 @@ func TestGenerateRefuses(t *testing.T) {
 		{"grant over /proc", "name = \"t\"\n[fs]\nread = [\"/proc/1\"]\n", vars, Identity{}, "warden manages"},
 		{"grant of /", "name = \"t\"\n[fs]\nread = [\"/\"]\n", vars, Identity{}, "warden manages"},
 		{"grant over /dev", "name = \"t\"\n[fs]\nwrite = [\"/dev/shm\"]\n", vars, Identity{}, "warden manages"},
+		{"write holding /var/lib", "name = \"t\"\n[fs]\nwrite = [\"/var\"]\n", vars, Identity{}, "holds system state"},
+		{"write of root's home", "name = \"t\"\n[fs]\nwrite = [\"/root\"]\n", vars, Identity{}, "holds system state"},
 		{"missing data dir", "name = \"t\"\n[fs]\nread = [\"$DATA_DIR\"]\n", policies.Vars{WorkDir: vars.WorkDir}, Identity{}, "--data-dir"},
 		{"host root identity", "name = \"t\"\n", vars, Identity{UID: 0, GID: 5}, "host root"},
 	}
@@ -459,11 +461,14 @@ deny = ["$HOME/.ssh"]
 func TestExecAllowedNotWritable(t *testing.T) {
 	host := fakeHost(t)
 	vars, _ := testVars(t)
-	if err := os.WriteFile(filepath.Join(host.Root, "var/lib/tool"), []byte("\x7fELF"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(host.Root, "var/lib/app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(host.Root, "var/lib/app/tool"), []byte("\x7fELF"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	gen := func(grant string) error {
-		p := mustParse(t, "name = \"t\"\n[fs]\n"+grant+" = [\"/var/lib\"]\n[exec]\nallow = [\"/var/lib/tool\", \"sh\"]\n")
+		p := mustParse(t, "name = \"t\"\n[fs]\n"+grant+" = [\"/var/lib/app\"]\n[exec]\nallow = [\"/var/lib/app/tool\", \"sh\"]\n")
 		_, err := Generate(Options{Policy: p, Vars: vars, Host: host, BundleDir: "/bundle"})
 		return err
 	}
