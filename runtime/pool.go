@@ -156,10 +156,16 @@ func (rt *Runtime) sessionSpec(p *policies.Policy, vars policies.Vars, id spec.I
 	if id == (spec.Identity{}) {
 		id = spec.DefaultIdentity
 	}
-	b, err := spec.Generate(spec.Options{
+	o := spec.Options{
 		Policy: p, Vars: vars, Host: host, BundleDir: bundleDir, Identity: id,
 		Agent: rt.Binary, CgroupsPath: rt.cgroupPath(container), Hostname: "sandbox",
-	})
+	}
+	if vars.WorkDir == rt.placeholder() {
+		// A pooled sandbox: deny rules in the session's folders are
+		// checked when a claim generates the spec with the real ones.
+		o.Placeholder = rt.placeholder()
+	}
+	b, err := spec.Generate(o)
 	if err != nil {
 		return nil, err
 	}

@@ -147,3 +147,72 @@ write = ["`+vars.Home+`/.aws"]
 		t.Errorf("mounts under $HOME in order %q, want %q", order, want)
 	}
 }
+
+// TestDenyAbsentUnderWrite: a denied file that does not exist has nothing
+// to mask, so a write grant above it would let the sandbox create it on
+// the host (an authorized_keys in ~/.ssh). Such a policy is refused; an
+// absent file nothing can create is fine, and a present one is masked.
+func TestDenyAbsentUnderWrite(t *testing.T) {
+	vars, _ := testVars(t) // $HOME has .ssh and .aws, no .gnupg
+	if err := os.MkdirAll(filepath.Join(vars.Home, ".config"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := func(v policies.Vars) policies.Vars { v.WorkDir = v.Home; return v }
+	same := func(v policies.Vars) policies.Vars { return v }
+	refused := []struct {
+		name, policy string
+		vars         func(policies.Vars) policies.Vars
+		want         string
+	}{
+		{"under write ~", `write = ["~"]` + "\n" + `deny = ["~/.ssh", "~/.gnupg"]`, same, `fs.deny "$HOME/.gnupg" (` + vars.Home + `/.gnupg) does not exist, and it lies under the writable grant "$HOME"`},
+		{"deeper under write ~", `write = ["~"]` + "\n" + `deny = ["~/.gnupg/private"]`, same, `writable grant "$HOME"`},
+		{"under the workspace", `write = ["$WORK_DIR"]` + "\n" + `deny = ["$WORK_DIR/a/secret"]`, same, `fs.deny "$WORK_DIR/a/secret"`},
+		{"under the data folder", `write = ["$DATA_DIR"]` + "\n" + `deny = ["$DATA_DIR/key"]`, same, `writable grant "$DATA_DIR"`},
+		{"workspace is $HOME", `write = ["$WORK_DIR"]` + "\n" + `deny = ["~/.gnupg"]`, home, `writable grant "$WORK_DIR"`},
+		{"under an absent read grant", `write = ["~"]` + "\n" + `read = ["~/ro"]` + "\n" + `deny = ["~/ro/.ssh"]`, same, `fs.deny "$HOME/ro/.ssh"`},
+		{"absolute paths", `write = ["/home/user"]` + "\n" + `deny = ["/home/user/.gnupg"]`, same, `fs.deny "/home/user/.gnupg" (/home/user/.gnupg)`},
+	}
+	for _, c := range refused {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Generate(Options{Policy: mustParse(t, "name = \"t\"\n[fs]\n"+c.policy+"\n"), Vars: c.vars(vars), Host: fakeHost(t), BundleDir: "/bundle"})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "mkdir -p -m 700") {
+				t.Errorf("got %v, want an error containing %q and how to fix it", err, c.want)
+			}
+		})
+	}
+	allowed := []struct {
+		name, policy string
+		placeholder  bool
+		absent       string // the sandbox path explain reports absent; "" for none
+	}{
+		{"under read ~", `read = ["~"]` + "\n" + `deny = ["~/.gnupg"]`, false, vars.Home + "/.gnupg"},
+		{"under no grant", `write = ["$WORK_DIR"]` + "\n" + `deny = ["~/.gnupg"]`, false, vars.Home + "/.gnupg"},
+		{"under a read grant in a write grant", `write = ["~"]` + "\n" + `read = ["~/.config"]` + "\n" + `deny = ["~/.config/secret"]`, false, vars.Home + "/.config/secret"},
+		{"present under write ~", `write = ["~"]` + "\n" + `deny = ["~/.ssh"]`, false, ""},
+		{"pooled placeholder", `write = ["$WORK_DIR"]` + "\n" + `deny = ["$WORK_DIR/a/secret"]`, true, ""},
+	}
+	for _, c := range allowed {
+		t.Run(c.name, func(t *testing.T) {
+			o := Options{Policy: mustParse(t, "name = \"t\"\n[fs]\n"+c.policy+"\n"), Vars: vars, Host: fakeHost(t), BundleDir: "/bundle"}
+			if c.placeholder {
+				o.Placeholder = vars.WorkDir
+			}
+			b, err := Generate(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{c.absent}; c.absent == "" && len(b.Absent) != 0 || c.absent != "" && !slices.Equal(b.Absent, want) {
+				t.Errorf("absent = %q, want %q", b.Absent, c.absent)
+			}
+		})
+	}
+	t.Run("present is masked", func(t *testing.T) {
+		b, err := Generate(Options{Policy: mustParse(t, "name = \"t\"\n[fs]\nwrite = [\"~\"]\ndeny = [\"~/.ssh\"]\n"), Vars: vars, Host: fakeHost(t), BundleDir: "/bundle"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := findMount(b.Spec, vars.Home+"/.ssh"); m == nil || !strings.HasPrefix(m.Source, "/bundle/masks/") {
+			t.Errorf("~/.ssh is not masked: %+v", m)
+		}
+	})
+}

@@ -201,6 +201,11 @@ type placed struct {
 	source, host string
 	dir          bool
 	link         bool // the rule's own path is a symlink on the host
+	// missing is the host path of a file that does not exist (as the
+	// user sees it, without Host.Root), and variable whether the rule
+	// names it through a path variable.
+	missing  string
+	variable bool
 }
 
 // grants turns the policy's fs rules into binds and masks, parents first by
@@ -250,6 +255,13 @@ func (g *generator) grants() error {
 		}
 	}
 	g.maskAliases(rules)
+	for _, r := range rules {
+		if r.rule.Access == policies.AccessNone && r.missing != "" {
+			if err := g.checkAbsent(r, rules); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -377,6 +389,80 @@ func (g *generator) maskAliases(rules []placed) {
 	}
 }
 
+// checkAbsent refuses a deny rule whose file does not exist when a write
+// grant lets the sandbox create it: there is nothing to mask, so a file
+// the sandbox makes there (an authorized_keys in ~/.ssh) would land on the
+// host unhidden. An absent file nothing can create is only reported.
+func (g *generator) checkAbsent(r placed, rules []placed) error {
+	if g.o.Placeholder != "" && r.variable {
+		if _, ok := under(r.missing, g.o.Placeholder); ok {
+			return nil // a claim checks the session's real folders
+		}
+	}
+	dest := g.writableAt(g.wouldBe(r))
+	if dest == "" {
+		g.b.Absent = append(g.b.Absent, r.inside)
+		return nil
+	}
+	grant := dest
+	for _, w := range rules {
+		if w.rule.Access == policies.AccessWrite && w.inside == dest {
+			grant = w.rule.Path
+		}
+	}
+	return fmt.Errorf("%w: fs.deny %q (%s) does not exist, and it lies under the writable grant %q: a sandbox could create it; create it first (mkdir -p -m 700 %s, or touch it for a file) or drop the write grant",
+		ErrInvalid, r.rule.Path, r.missing, grant, r.missing)
+}
+
+// wouldBe returns the host file, as the generator's bind sources name
+// files, that a missing rule's path would be once created: its nearest
+// existing parent with symlinks resolved, joined with the rest.
+func (g *generator) wouldBe(r placed) string {
+	rest := ""
+	for p := r.missing; ; p = filepath.Dir(p) {
+		if r.variable {
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				return filepath.Join(real, rest)
+			}
+		} else if real, err := g.o.Host.resolve(p); err == nil {
+			return filepath.Join(g.o.Host.path(real), rest)
+		}
+		if p == "/" {
+			return ""
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+	}
+}
+
+// writableAt returns the destination of a writable bind through which the
+// sandbox reaches the host file p, or "" when every place that shows p is
+// read-only or masked.
+func (g *generator) writableAt(p string) string {
+	mounts := g.b.Spec.Mounts
+	for _, m := range mounts {
+		if m.Type != "bind" || !slices.Contains(m.Options, "rw") {
+			continue
+		}
+		rel, ok := under(p, m.Source)
+		if !ok {
+			continue
+		}
+		// What the sandbox sees there is the deepest mount over it, the
+		// last one of a depth winning.
+		at := filepath.Join(m.Destination, rel)
+		var top *specs.Mount
+		for i := range mounts {
+			if _, ok := under(at, mounts[i].Destination); ok && (top == nil || len(mounts[i].Destination) >= len(top.Destination)) {
+				top = &mounts[i]
+			}
+		}
+		if top.Type == "bind" && slices.Contains(top.Options, "rw") {
+			return top.Destination
+		}
+	}
+	return ""
+}
+
 // mountpoint makes sure a grant's destination exists before runc mounts on
 // it: runc cannot create it under a user namespace in a root-owned skeleton.
 func (g *generator) mountpoint(inside string, dir bool) {
@@ -432,7 +518,10 @@ func (g *generator) place(rule policies.Rule) (placed, error) {
 		}
 		real, err := filepath.EvalSymlinks(host)
 		if err != nil {
-			return r, nil // absent: a grant warns, a deny has nothing to hide
+			// Absent: a grant warns, a deny has nothing to hide unless
+			// the sandbox could create it.
+			r.missing, r.variable = host, true
+			return r, nil
 		}
 		realRoot, err := filepath.EvalSymlinks(root.value)
 		if err != nil {
@@ -449,6 +538,7 @@ func (g *generator) place(rule policies.Rule) (placed, error) {
 	r.inside = filepath.Clean(rule.Path)
 	real, err := g.o.Host.resolve(r.inside)
 	if err != nil {
+		r.missing = r.inside
 		return r, nil
 	}
 	return r, g.found(&r, g.o.Host.path(r.inside), g.o.Host.path(real), real)

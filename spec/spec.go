@@ -53,6 +53,10 @@ type Options struct {
 	// Agent is the host path of the warden binary to mount read-only at
 	// AgentPath, for sessions whose PID 1 is warden's agent.
 	Agent string
+	// Placeholder is the folder standing for the session's folders
+	// ($WORK_DIR, $DATA_DIR) in a warm pool's sandbox: deny rules under it
+	// are checked when a claim generates the spec with the real folders.
+	Placeholder string
 }
 
 // AgentPath is where Options.Agent appears inside the sandbox.
@@ -70,6 +74,9 @@ type Bundle struct {
 	Masks []Entry
 	// Warnings say what the policy names but this host lacks.
 	Warnings []string
+	// Absent are the sandbox paths of fs.deny rules that do not exist on
+	// the host and that no grant lets the sandbox create: nothing to mask.
+	Absent []string
 }
 
 // EntryKind says what an Entry is.

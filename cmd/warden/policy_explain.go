@@ -56,6 +56,9 @@ func explain(w io.Writer, p *policies.Policy, b *spec.Bundle) {
 			fmt.Fprintf(tw, "  %s\n", line)
 		}
 	}
+	for _, p := range b.Absent {
+		fmt.Fprintf(tw, "  absent\t%s\t(denied; not on the host, and nothing in the sandbox can create it)\n", p)
+	}
 	fmt.Fprintf(tw, "  generated\t/etc\tpasswd, group, hosts, resolv.conf; TLS roots and loader cache from the host\n")
 	tw.Flush()
 
