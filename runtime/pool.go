@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -68,6 +69,9 @@ type pooled struct {
 	PolicyTOML string        `json:"policyToml"`
 	Vars       policies.Vars `json:"vars"` // $SKILL_DIR and $HOME; the session folders are placeholders
 	Created    time.Time     `json:"created"`
+	// Masked are the host files the sandbox's masks outside the session
+	// folders were mounted on (see maskedFiles).
+	Masked map[string]string `json:"masked,omitempty"`
 
 	container *libcontainer.Container
 	mntns     *os.File // the sandbox's mount namespace, held from its start: no pid can be mistaken
@@ -281,6 +285,9 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 	if err != nil {
 		return nil, err
 	}
+	// Taken before the sandbox starts: a file replaced in between makes a
+	// claim start cold rather than trust a mask on the old one.
+	masked := maskedFiles(b.Spec, bundleDir)
 	b.Spec.Mounts, _ = splitLate(b.Spec.Mounts)
 	b.Spec.Process.Args = append(b.Spec.Process.Args, "--pooled")
 	if err := spec.WriteBundle(bundleDir, b); err != nil {
@@ -297,7 +304,7 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 		return nil, err
 	}
 	vars.WorkDir, vars.DataDir = "", ""
-	pc := &pooled{ID: id, Key: key, PolicyName: p.Name, PolicyHash: p.Hash(), PolicyTOML: string(text), Vars: vars, Created: time.Now().UTC()}
+	pc := &pooled{ID: id, Key: key, PolicyName: p.Name, PolicyHash: p.Hash(), PolicyTOML: string(text), Vars: vars, Created: time.Now().UTC(), Masked: masked}
 	data, err := json.MarshalIndent(pc, "", "  ")
 	if err != nil {
 		return nil, err
@@ -402,6 +409,47 @@ func (rt *Runtime) newClaimSpec(cfg SessionConfig) (*claimSpec, error) {
 	return &claimSpec{key: key, late: late, bundle: b, bundleDir: bundleDir}, nil
 }
 
+// maskedFiles names, for each mask of a spec outside the session's
+// folders, the host file under it (fileIdentity). A mask is mounted
+// on the file that was there when the sandbox started; should the folder
+// be removed and made again (rm -r ~/.ssh; mkdir ~/.ssh), a pooled sandbox
+// shows the new one unmasked, so a claim compares them.
+func maskedFiles(sp *specs.Spec, bundleDir string) map[string]string {
+	masks := filepath.Join(bundleDir, "masks") + "/"
+	out := map[string]string{}
+	for _, m := range sp.Mounts {
+		if !strings.HasPrefix(m.Source, masks) || isLate(m.Destination) {
+			continue
+		}
+		// The host file is where the deepest bind above the mask shows it.
+		host, depth := "", -1
+		for _, b := range sp.Mounts {
+			rel, ok := under(m.Destination, b.Destination)
+			if b.Type != "bind" || strings.HasPrefix(b.Source, masks) || !ok || rel == "." || len(b.Destination) <= depth {
+				continue
+			}
+			host, depth = filepath.Join(b.Source, rel), len(b.Destination)
+		}
+		out[m.Destination] = fileIdentity(host)
+	}
+	return out
+}
+
+// fileIdentity tells a file from one made in its place: device, inode
+// (which a file system may reuse at once) and birth time, or, where the
+// file system keeps none, the change time.
+func fileIdentity(path string) string {
+	var st unix.Statx_t
+	if path == "" || unix.Statx(unix.AT_FDCWD, path, 0, unix.STATX_INO|unix.STATX_BTIME|unix.STATX_CTIME, &st) != nil {
+		return "gone"
+	}
+	t := st.Ctime
+	if st.Mask&unix.STATX_BTIME != 0 {
+		t = st.Btime
+	}
+	return fmt.Sprintf("%d:%d:%d:%d.%09d", st.Dev_major, st.Dev_minor, st.Ino, t.Sec, t.Nsec)
+}
+
 // ErrPoolMismatch says a pooled container cannot serve a session: its
 // sandbox would differ from the session's cold-started one.
 var ErrPoolMismatch = errors.New("the pooled container does not match the session's sandbox")
@@ -423,6 +471,9 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 	}()
 	if cs.key != pc.Key {
 		return nil, ErrPoolMismatch
+	}
+	if now := maskedFiles(cs.bundle.Spec, cs.bundleDir); !maps.Equal(now, pc.Masked) {
+		return nil, fmt.Errorf("%w: a denied file was replaced on the host since the sandbox started", ErrPoolMismatch)
 	}
 	// The masks are written where the session's folder is now, and the
 	// spec names where it will be.

@@ -1,10 +1,13 @@
 package runtime
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/warden-sandbox/warden/policies"
 )
@@ -74,5 +77,37 @@ deny = ["$WORK_DIR/secret"]
 	other := view(parse(strings.Replace(policy, `name = "v"`, "name = \"v\"\n[limits]\npids = 7", 1)), ws1, data, "c")
 	if other.key == a.key {
 		t.Errorf("two policies share a key")
+	}
+}
+
+// TestMaskedFiles: a pooled sandbox's masks outside the session folders
+// are mounted on the host files that were there when it started; one
+// removed and made again (its inode maybe reused) must not match.
+func TestMaskedFiles(t *testing.T) {
+	home := t.TempDir()
+	ssh := filepath.Join(home, ".ssh")
+	if err := os.Mkdir(ssh, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sp := &specs.Spec{Mounts: []specs.Mount{
+		{Destination: home, Type: "bind", Source: home},
+		{Destination: ssh, Type: "bind", Source: "/b/masks/0"},
+		{Destination: "/workspace/secret", Type: "bind", Source: "/b/masks/1"},
+	}}
+	before := maskedFiles(sp, "/b")
+	if len(before) != 1 || before[ssh] == "" || before[ssh] == "gone" {
+		t.Fatalf("masked files: %v", before)
+	}
+	if again := maskedFiles(sp, "/b"); !maps.Equal(again, before) {
+		t.Errorf("the same file: %v, then %v", before, again)
+	}
+	if err := os.Remove(ssh); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ssh, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if after := maskedFiles(sp, "/b"); maps.Equal(after, before) {
+		t.Errorf("~/.ssh made again has the identity of the old one: %v", after)
 	}
 }
