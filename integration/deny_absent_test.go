@@ -183,3 +183,27 @@ allow = ["sh", "mv", "cat", "ls"]
 		t.Errorf("the denied folder is visible: %q", out)
 	}
 }
+
+// TestDenyAbsentExplain: policy explain lists an absent deny path nothing
+// can create, and refuses like a start where a write grant could create it.
+func TestDenyAbsentExplain(t *testing.T) {
+	home := tempDir(t)
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=" + home}
+	dir := tempDir(t)
+	explain := func(grant string) sandboxResult {
+		t.Helper()
+		p := filepath.Join(dir, grant+".toml")
+		if err := os.WriteFile(p, []byte("name = \"explain\"\n[fs]\n"+grant+" = [\"~\"]\ndeny = [\"~/.ssh\"]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return runWarden(t, env, "policy", "explain", p)
+	}
+	res := explain("read")
+	if res.Exit != 0 || !strings.Contains(res.Stdout, "absent") || !strings.Contains(res.Stdout, filepath.Join(home, ".ssh")) {
+		t.Errorf("explain, read grant: exit %d, want %s listed as absent:\n%s%s", res.Exit, filepath.Join(home, ".ssh"), res.Stdout, res.Stderr)
+	}
+	refusedAbsent(t, "explain, write grant", explain("write"), "$HOME/.ssh")
+	if _, err := os.Lstat(filepath.Join(home, ".ssh")); err == nil {
+		t.Error("explain created ~/.ssh")
+	}
+}
