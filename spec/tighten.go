@@ -1,7 +1,9 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -441,6 +443,11 @@ func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.
 		inside := filepath.Join(m.Destination, rel)
 		switch r.Access {
 		case policies.AccessNone:
+			// runc masks only what exists: a denied path absent under a
+			// writable bind is one the container could create.
+			if _, err := os.Lstat(r.Path); errors.Is(err, fs.ErrNotExist) && access == policies.AccessWrite {
+				return fmt.Errorf("%w: mounts: %s: the policy %s denies %s, which does not exist, under this writable bind: the container could create it; create it first or bind %s read-only", ErrInvalid, m.Destination, t.p.Name, r.Path, src)
+			}
 			if !slices.Contains(t.s.Linux.MaskedPaths, inside) {
 				t.s.Linux.MaskedPaths = append(t.s.Linux.MaskedPaths, inside)
 				t.changef("mounts: %s masked (the policy denies %s)", inside, r.Path)

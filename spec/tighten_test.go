@@ -135,6 +135,12 @@ func TestTightenMounts(t *testing.T) {
 	link := filepath.Join(root, "link-to-secret")
 	os.Symlink(secret, link)
 	p := mustPolicy(t, "name = \"t\"\n[fs]\nwrite = [\""+work+"\"]\nread = [\""+ro+"\", \""+home+"\"]\ndeny = [\""+secret+"\"]\n")
+	// The same with a denied path that does not exist under the writable
+	// folder: refused (below), while under a read-only bind it is fine.
+	pAbsent := mustPolicy(t, "name = \"t\"\n[fs]\nwrite = [\""+work+"\"]\nread = [\""+ro+"\"]\ndeny = [\""+work+"/.ssh\", \""+ro+"/.ssh\"]\n")
+	if _, err := Tighten(engineConfig(bind(ro, "/ro")), pAbsent, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Errorf("an absent denied path under a read-only bind: %v", err)
+	}
 
 	s := engineConfig(bind(work, "/work", "rw"), bind(ro, "/ro", "rw"), bind(home, "/home"))
 	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
@@ -192,9 +198,14 @@ func TestTightenMounts(t *testing.T) {
 		{"folder the policy does not grant", bind(other, "/other"), "grants no access"},
 		{"the host's root", bind("/", "/host"), "grants no access"},
 		{"relative source", bind("work", "/w"), "relative source"},
+		{"absent denied path under a writable bind", bind(work, "/w2", "rw"), "does not exist"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Tighten(engineConfig(tc.mount), p, TightenOptions{SameNamespace: notHost})
+			pol := p
+			if tc.mount.Destination == "/w2" {
+				pol = pAbsent
+			}
+			_, err := Tighten(engineConfig(tc.mount), pol, TightenOptions{SameNamespace: notHost})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want one with %q", err, tc.want)
 			}
