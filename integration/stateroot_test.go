@@ -165,3 +165,35 @@ while time.time() < end and not os.path.exists(w + "/stop"):
 		t.Error("no run got through: the check refuses more than swapped sources")
 	}
 }
+
+// TestDaemonChecksSessionFolders: a create request on the socket naming a
+// workspace that is relative, missing or a file is refused with a reason,
+// and no session is made; a real folder works.
+func TestDaemonChecksSessionFolders(t *testing.T) {
+	r := newRoot(t)
+	r.create("first", r.policy("name = \"f\"\n[exec]\nallow = [\"true\"]\n"), tempDir(t)) // starts the daemon
+	file := filepath.Join(tempDir(t), "file")
+	os.WriteFile(file, nil, 0o644)
+	client := `
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.send(json.dumps({"op": "create", "id": sys.argv[2], "create": {"policyToml": "name = \"p\"\n[fs]\nwrite = [\"$WORK_DIR\"]\n", "vars": {"workDir": sys.argv[3]}}}).encode())
+print(s.recv(65536).decode())
+`
+	for name, ws := range map[string]string{"relative": "relative/ws", "missing": "/nonexistent/ws", "a file": file, "a folder": tempDir(t)} {
+		id := r.id("folders")
+		out, err := exec.Command("/usr/bin/python3", "-c", client, filepath.Join(r.root, "warden.sock"), id, ws).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v, %s", name, err, out)
+		}
+		refused := strings.Contains(string(out), `"error"`)
+		if refused != (name != "a folder") {
+			t.Errorf("workspace %s (%s): reply %s", name, ws, out)
+		}
+		if _, err := os.Stat(filepath.Join(r.root, "sessions", id)); (err == nil) == refused {
+			t.Errorf("workspace %s: session folder exists: %v", name, err == nil)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/spec"
 )
 
 // SocketPath is the daemon's socket under a state root.
@@ -318,6 +319,9 @@ func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSe
 	if err != nil {
 		return nil, err
 	}
+	if err := checkVars(c.Vars); err != nil {
+		return nil, err
+	}
 	s, err := d.createSession(SessionConfig{ID: id, Policy: p, Vars: c.Vars})
 	if err != nil {
 		return nil, err
@@ -326,6 +330,26 @@ func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSe
 	d.sessions[id] = ds
 	d.audit.write(AuditRecord{Event: "session.create", Session: id, Policy: s.PolicyName, PolicyHash: s.PolicyHash})
 	return ds, nil
+}
+
+// checkVars refuses session folders a request names wrongly: each given
+// must be an absolute path to an existing folder.
+func checkVars(v policies.Vars) error {
+	for _, f := range []struct{ name, path string }{
+		{"workspace ($WORK_DIR)", v.WorkDir}, {"data folder ($DATA_DIR)", v.DataDir},
+		{"skill folder ($SKILL_DIR)", v.SkillDir}, {"home ($HOME)", v.Home},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if !filepath.IsAbs(f.path) {
+			return fmt.Errorf("%w: %s %q is not an absolute path", spec.ErrInvalid, f.name, f.path)
+		}
+		if fi, err := os.Stat(f.path); f.name != "home ($HOME)" && (err != nil || !fi.IsDir()) {
+			return fmt.Errorf("%w: %s %s is not an existing folder; create it first", spec.ErrInvalid, f.name, f.path)
+		}
+	}
+	return nil
 }
 
 func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, files []*os.File) {
