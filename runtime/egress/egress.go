@@ -25,14 +25,26 @@ const (
 	DefaultIdleTimeout      = 5 * time.Minute
 	DefaultDialTimeout      = 10 * time.Second
 	DefaultHandshakeTimeout = 30 * time.Second
-	// AuditRate and AuditBurst bound the audit records one proxy writes,
-	// and AuditBytesRate and AuditBytesBurst their size: a sandbox
-	// hammering the proxy must not fill the host's disk. Records over
-	// either rate are counted and reported in one summary record.
+	// AuditRate and AuditBurst bound the denials one proxy writes to the
+	// audit log, and AuditBytesRate and AuditBytesBurst their size: a
+	// sandbox hammering the proxy must not fill the host's disk. Denials
+	// over either rate are counted in one summary record.
 	AuditRate       = 100 // records per second
 	AuditBurst      = 200
 	AuditBytesRate  = 64 << 10 // bytes per second
 	AuditBytesBurst = 256 << 10
+	// AuditAllowRate and the others bound allowed records separately, so
+	// that a flood of denials never hides what left: each is an exchange
+	// with an allowed destination, but requests on kept-alive connections
+	// and quick reconnects are not bounded by the connection limit. Over
+	// these rates allowed records are summed up in one record that names
+	// their destinations and carries their bytes.
+	AuditAllowRate       = 1000
+	AuditAllowBurst      = 2000
+	AuditAllowBytesRate  = 256 << 10
+	AuditAllowBytesBurst = 1 << 20
+	// SummaryHosts bounds the destinations an allowed summary names.
+	SummaryHosts = 16
 	// MaxAuditHost and MaxReason bound what a record or an error answer
 	// repeats of what the sandbox sent: a name is at most 253 bytes, and a
 	// reason quotes a name or a request line.
@@ -63,12 +75,23 @@ func clipRecord(r Record) Record {
 	r.Rule = clip(r.Rule, MaxReason)
 	r.Addr = clip(r.Addr, 64)
 	r.Proto = clip(r.Proto, 16)
+	if r.Hosts != nil {
+		hosts := make([]string, len(r.Hosts))
+		for i, h := range r.Hosts {
+			hosts[i] = clip(h, MaxAuditHost+6)
+		}
+		r.Hosts = hosts
+	}
 	return r
 }
 
 // recordSize estimates what a record takes in the audit log.
 func recordSize(r Record) float64 {
-	return float64(recordOverhead + len(r.Host) + len(r.Reason) + len(r.Rule) + len(r.Addr) + len(r.Proto))
+	n := recordOverhead + len(r.Host) + len(r.Reason) + len(r.Rule) + len(r.Addr) + len(r.Proto)
+	for _, h := range r.Hosts {
+		n += len(h) + 3
+	}
+	return float64(n)
 }
 
 // Config is one session's egress policy.
@@ -108,8 +131,11 @@ type Record struct {
 	Duration time.Duration
 	Reason   string // why it was denied, or how an allowed one failed
 	// Suppressed, when set, makes this a summary: that many decisions
-	// went over AuditRate and were not reported one by one.
+	// went over their rate and were not reported one by one. A summary
+	// of allowed ones carries their bytes and names their destinations
+	// (Hosts, host:port, at most SummaryHosts).
 	Suppressed int
+	Hosts      []string
 }
 
 // Proxy serves one session.
@@ -126,11 +152,71 @@ type Proxy struct {
 	closed bool
 	wg     sync.WaitGroup
 
-	auditMu    sync.Mutex
-	tokens     float64 // records
-	bytes      float64
-	refilled   time.Time
-	suppressed int
+	auditMu   sync.Mutex
+	denyRate  budget
+	allowRate budget
+	denied    int     // denials not logged yet
+	allowed   summary // allowed records not logged yet
+	flush     *time.Timer
+}
+
+// budget is a token bucket of records and bytes.
+type budget struct {
+	rate, burst, bytesRate, bytesBurst float64
+	records, bytes                     float64
+	refilled                           time.Time
+}
+
+// take spends a record of size if the budget has it.
+func (b *budget) take(size float64) bool {
+	now := time.Now()
+	if b.refilled.IsZero() {
+		b.records, b.bytes = b.burst, b.bytesBurst
+	} else {
+		dt := now.Sub(b.refilled).Seconds()
+		b.records = min(b.burst, b.records+dt*b.rate)
+		b.bytes = min(b.bytesBurst, b.bytes+dt*b.bytesRate)
+	}
+	b.refilled = now
+	if b.records < 1 || b.bytes < size {
+		return false
+	}
+	b.records--
+	b.bytes -= size
+	return true
+}
+
+// charge spends what a summary costs, which is written whatever the
+// budget holds (at most one per second): later records wait for it.
+func (b *budget) charge(size float64) {
+	b.take(0)
+	b.records--
+	b.bytes -= size
+}
+
+// summary sums up allowed records over their rate.
+type summary struct {
+	n       int
+	out, in int64
+	hosts   []string
+	others  int // records to destinations past the first SummaryHosts
+}
+
+func (s *summary) add(r Record) {
+	s.n++
+	s.out += r.BytesOut
+	s.in += r.BytesIn
+	dest := hostPort(r.Host, r.Port)
+	for _, h := range s.hosts {
+		if h == dest {
+			return
+		}
+	}
+	if len(s.hosts) < SummaryHosts {
+		s.hosts = append(s.hosts, dest)
+	} else {
+		s.others++
+	}
 }
 
 // New makes a proxy enforcing cfg.
@@ -151,7 +237,9 @@ func New(cfg Config) *Proxy {
 		cfg.Resolver = net.DefaultResolver
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Proxy{cfg: cfg, ctx: ctx, stop: stop, route: routeOf, slots: make(chan struct{}, cfg.MaxConns), conns: map[net.Conn]struct{}{}}
+	return &Proxy{cfg: cfg, ctx: ctx, stop: stop, route: routeOf, slots: make(chan struct{}, cfg.MaxConns), conns: map[net.Conn]struct{}{},
+		denyRate:  budget{rate: AuditRate, burst: AuditBurst, bytesRate: AuditBytesRate, bytesBurst: AuditBytesBurst},
+		allowRate: budget{rate: AuditAllowRate, burst: AuditAllowBurst, bytesRate: AuditAllowBytesRate, bytesBurst: AuditAllowBytesBurst}}
 }
 
 // Serve accepts connections on ln until ln or the proxy is closed.
@@ -269,11 +357,13 @@ func (p *Proxy) Close() error {
 	p.mu.Unlock()
 	p.stop()
 	p.wg.Wait()
-	if p.cfg.Audit != nil {
-		p.auditMu.Lock()
-		p.flushSuppressed()
-		p.auditMu.Unlock()
+	p.auditMu.Lock()
+	if p.flush != nil {
+		p.flush.Stop()
+		p.flush = nil
 	}
+	p.flushSuppressed()
+	p.auditMu.Unlock()
 	return nil
 }
 
@@ -294,9 +384,10 @@ func (p *Proxy) untrack(c net.Conn) {
 	c.Close()
 }
 
-// audit reports a decision, within AuditRate and AuditBytesRate; the
-// records over them are summed up in the next one that passes, or when the
-// proxy closes.
+// audit reports a decision. Denials and allowed records have budgets of
+// their own, so a flood of denials cannot keep what left out of the log;
+// the records over a budget are summed up a second after the first of
+// them, and when the proxy closes.
 func (p *Proxy) audit(r Record) {
 	if p.cfg.Audit == nil {
 		return
@@ -305,34 +396,51 @@ func (p *Proxy) audit(r Record) {
 	size := recordSize(r)
 	p.auditMu.Lock()
 	defer p.auditMu.Unlock()
-	now := time.Now()
-	if p.refilled.IsZero() {
-		p.tokens, p.bytes = AuditBurst, AuditBytesBurst
-	} else {
-		dt := now.Sub(p.refilled).Seconds()
-		p.tokens = min(AuditBurst, p.tokens+dt*AuditRate)
-		p.bytes = min(AuditBytesBurst, p.bytes+dt*AuditBytesRate)
+	b := &p.denyRate
+	if r.Allowed {
+		b = &p.allowRate
 	}
-	p.refilled = now
-	// The summary that goes first is paid for too.
-	if p.suppressed > 0 {
-		size += recordOverhead + 100
-	}
-	if p.tokens < 1 || p.bytes < size {
-		p.suppressed++
+	if b.take(size) {
+		p.cfg.Audit(r)
 		return
 	}
-	p.tokens--
-	p.bytes -= size
-	p.flushSuppressed()
-	p.cfg.Audit(r)
+	if r.Allowed {
+		p.allowed.add(r)
+	} else {
+		p.denied++
+	}
+	if p.flush == nil {
+		p.flush = time.AfterFunc(time.Second, func() {
+			p.auditMu.Lock()
+			defer p.auditMu.Unlock()
+			p.flush = nil
+			p.flushSuppressed()
+		})
+	}
 }
 
-// flushSuppressed writes the summary of records over the rate; auditMu held.
+// flushSuppressed writes the summaries of records over their budgets;
+// auditMu held.
 func (p *Proxy) flushSuppressed() {
-	if p.suppressed > 0 {
-		p.cfg.Audit(Record{Suppressed: p.suppressed, Reason: fmt.Sprintf("%d more egress decisions were not logged: over %d records or %d KiB per second", p.suppressed, AuditRate, AuditBytesRate>>10)})
-		p.suppressed = 0
+	if p.cfg.Audit == nil {
+		return
+	}
+	if p.denied > 0 {
+		r := Record{Suppressed: p.denied, Reason: fmt.Sprintf("%d more denied egress requests were not logged: over %d records or %d KiB per second", p.denied, AuditRate, AuditBytesRate>>10)}
+		p.denyRate.charge(recordSize(r))
+		p.cfg.Audit(r)
+		p.denied = 0
+	}
+	if s := p.allowed; s.n > 0 {
+		r := Record{Allowed: true, Suppressed: s.n, BytesOut: s.out, BytesIn: s.in, Hosts: s.hosts,
+			Reason: fmt.Sprintf("%d allowed requests and connections summed up in one record (over %d records or %d KiB per second)", s.n, AuditAllowRate, AuditAllowBytesRate>>10)}
+		if s.others > 0 {
+			r.Reason += fmt.Sprintf(", %d of them to destinations not listed", s.others)
+		}
+		r = clipRecord(r)
+		p.allowRate.charge(recordSize(r))
+		p.cfg.Audit(r)
+		p.allowed = summary{}
 	}
 }
 

@@ -1,0 +1,147 @@
+package egress
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A sandbox flooding the proxy with denied requests while it sends data to
+// an allowed destination: every allowed exchange is logged with its bytes,
+// and only denials are summed up.
+func TestAuditFloodKeepsAllowed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(hello))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	h := newHarness(t, []string{"api.test:" + port, "127.0.0.1:" + port}, nil)
+	stop := make(chan struct{})
+	var flood sync.WaitGroup
+	var denials int
+	var mu sync.Mutex
+	for i := 0; i < 4; i++ {
+		flood.Add(1)
+		go func() {
+			defer flood.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.Dial("tcp", h.addr)
+				if err != nil {
+					continue
+				}
+				io.WriteString(c, "CONNECT evil.test:443 HTTP/1.1\r\n\r\n")
+				b, _ := io.ReadAll(c)
+				c.Close()
+				if strings.Contains(string(b), "403") {
+					mu.Lock()
+					denials++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // the denials' budget is spent
+	secret := strings.Repeat("s", 5000)
+	const sends = 20
+	for i := 0; i < sends; i++ {
+		got := rawExchange(t, h.addr, fmt.Sprintf("POST http://api.test:%s/exfil%d HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", port, i, len(secret), secret))
+		if !strings.Contains(got, "hello POST /exfil") {
+			t.Fatalf("allowed POST %d during the flood: %.200q", i, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	flood.Wait()
+	h.p.Close()
+	var allowed, logged, suppressed int
+	for _, r := range h.records() {
+		switch {
+		case r.Allowed && r.Suppressed > 0:
+			t.Errorf("allowed records summed up while under their budget: %+v", r)
+		case r.Allowed:
+			allowed++
+			if r.Host != "api.test" || r.BytesOut < int64(len(secret)) || r.Addr == "" {
+				t.Errorf("allowed record: %+v", r)
+			}
+		case r.Suppressed > 0:
+			suppressed += r.Suppressed
+			if !strings.Contains(r.Reason, "denied egress requests were not logged") {
+				t.Errorf("denials' summary: %q", r.Reason)
+			}
+		default:
+			logged++
+		}
+	}
+	t.Logf("%d denials: %d logged, %d summed up; %d allowed logged", denials, logged, suppressed, allowed)
+	if allowed != sends {
+		t.Errorf("%d of %d allowed exchanges logged during a flood of denials", allowed, sends)
+	}
+	if suppressed == 0 || logged+suppressed != denials {
+		t.Errorf("%d denials logged + %d summed up, want %d with some summed up", logged, suppressed, denials)
+	}
+}
+
+// Allowed records have a budget too (requests on a kept-alive connection
+// are not bounded by the connection limit), generous, and what goes over
+// it is one record naming the destinations and carrying every byte.
+func TestAuditAllowedBudget(t *testing.T) {
+	h := newHarness(t, []string{"*.api.test:443"}, nil)
+	n := AuditAllowBurst + 1000
+	var out, in int64
+	for i := 0; i < n; i++ {
+		r := Record{Allowed: true, Proto: "connect", Host: fmt.Sprintf("h%d.api.test", i%40), Port: 443, Addr: "192.0.2.1:443", Rule: "*.api.test:443", BytesOut: int64(i), BytesIn: 2 * int64(i)}
+		out += r.BytesOut
+		in += r.BytesIn
+		h.p.audit(r)
+	}
+	// Denials have their own budget: still logged.
+	h.p.audit(Record{Proto: "http", Host: "evil.test", Port: 80, Reason: "denied"})
+	if recs := h.records(); len(recs) > AuditAllowBurst+AuditAllowRate+1 || recs[len(recs)-1].Allowed {
+		t.Fatalf("%d records written for %d allowed decisions, the last %+v", len(recs), n, recs[len(recs)-1])
+	}
+	// The summary comes a second after the first record over the budget,
+	// not only when the proxy closes.
+	var sum Record
+	for deadline := time.Now().Add(3 * time.Second); sum.Suppressed == 0; {
+		for _, r := range h.records() {
+			if r.Suppressed > 0 {
+				sum = r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no summary of the allowed records over the budget within 3 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.p.Close()
+	var gotOut, gotIn int64
+	var count int
+	for _, r := range h.records() {
+		if !r.Allowed {
+			continue
+		}
+		gotOut += r.BytesOut
+		gotIn += r.BytesIn
+		if r.Suppressed > 0 {
+			count += r.Suppressed
+		} else {
+			count++
+		}
+	}
+	if count != n || gotOut != out || gotIn != in {
+		t.Errorf("allowed records account for %d decisions, %d bytes out, %d in; want %d, %d, %d", count, gotOut, gotIn, n, out, in)
+	}
+	if !sum.Allowed || len(sum.Hosts) != SummaryHosts || !strings.HasSuffix(sum.Hosts[0], ".api.test:443") ||
+		!strings.Contains(sum.Reason, "allowed requests and connections summed up") || !strings.Contains(sum.Reason, "to destinations not listed") {
+		t.Errorf("summary: %+v", sum)
+	}
+}
