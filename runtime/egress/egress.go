@@ -501,6 +501,23 @@ type denial struct{ reason string }
 
 func (d *denial) Error() string { return d.reason }
 
+// canonicalHost is the one spelling of a requested name that is matched,
+// looked up in Config.Hosts and resolved: lower-case, without brackets and
+// one trailing dot. A name with an empty label (a leading dot, "..", or a
+// second trailing dot) is refused: resolvers and rules each ignore one
+// trailing dot, and must not be left to disagree about which name it is.
+func canonicalHost(host string) (string, error) {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if _, err := netip.ParseAddr(h); err == nil {
+		return h, nil
+	}
+	if h == "" || strings.HasPrefix(h, ".") || strings.HasSuffix(h, ".") || strings.Contains(h, "..") {
+		return "", &denial{fmt.Sprintf("%q is not a host name: it has an empty label; ask for the name with at most one trailing dot", host)}
+	}
+	return h, nil
+}
+
 // target is what a client asked for, checked: the rule that allowed it and
 // the addresses that passed the address checks, in resolver order.
 type target struct {
@@ -513,8 +530,10 @@ type target struct {
 // check decides a request for host:port. It resolves only names a rule
 // matches, so a denied name never reaches DNS.
 func (p *Proxy) check(ctx context.Context, host string, port int) (*target, error) {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	host, err := canonicalHost(host)
+	if err != nil {
+		return nil, err
+	}
 	t := &target{host: host, port: port}
 	for _, r := range p.cfg.Allow {
 		if r.Match(host, port) {
