@@ -447,9 +447,9 @@ func (p *Proxy) flushSuppressed() {
 // serve tells the protocols apart by the first byte: SOCKS5 starts with
 // 5, SOCKS4 with 4, HTTP with a method name.
 func (p *Proxy) serve(c net.Conn) {
-	c.SetReadDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
-	lim := &headLimit{r: c}
-	lim.arm()
+	deadline := time.Now().Add(p.cfg.HandshakeTimeout)
+	c.SetReadDeadline(deadline)
+	lim := &headLimit{r: c, n: -1}
 	br := bufio.NewReaderSize(lim, 4096)
 	first, err := br.Peek(1)
 	if err != nil {
@@ -462,7 +462,7 @@ func (p *Proxy) serve(c net.Conn) {
 		p.audit(Record{Proto: "socks4", Reason: "SOCKS4 is not supported; use SOCKS5 (socks5h://) or the HTTP proxy"})
 		c.Write([]byte{0, 0x5b, 0, 0, 0, 0, 0, 0})
 	default:
-		p.serveHTTP(c, br, lim)
+		p.serveHTTP(c, br, lim, deadline)
 	}
 }
 
@@ -470,15 +470,31 @@ func (p *Proxy) serve(c net.Conn) {
 // readers would otherwise grow with an endless header line.
 const MaxHeaderBytes = 64 << 10
 
-// headLimit caps what may be read through it while a head is parsed
-// (plus what the reader buffers ahead of it).
+// headLimit bounds a head read through a bufio.Reader over it: while
+// armed, reads stop once the head could not fit any more, and done tells
+// whether what the parser took (not what the reader buffered ahead of it,
+// a body or a pipelined request) was within MaxHeaderBytes.
 type headLimit struct {
-	r io.Reader
-	n int64 // < 0: no limit
+	r        io.Reader
+	n        int64 // what may still be read; < 0: no limit
+	read     int64 // read since arm
+	buffered int   // what the reader held at arm
 }
 
-func (h *headLimit) arm()    { h.n = MaxHeaderBytes + 32<<10 }
-func (h *headLimit) disarm() { h.n = -1 }
+func (h *headLimit) arm(br *bufio.Reader) {
+	h.buffered, h.read = br.Buffered(), 0
+	h.n = int64(MaxHeaderBytes + br.Size())
+}
+
+// done disarms the limit and says whether the head just parsed was too
+// large.
+func (h *headLimit) done(br *bufio.Reader) error {
+	h.n = -1
+	if int64(h.buffered)+h.read-int64(br.Buffered()) > MaxHeaderBytes {
+		return errHeadTooLarge
+	}
+	return nil
+}
 
 func (h *headLimit) Read(b []byte) (int, error) {
 	if h.n == 0 {
@@ -488,13 +504,14 @@ func (h *headLimit) Read(b []byte) (int, error) {
 		b = b[:h.n]
 	}
 	n, err := h.r.Read(b)
+	h.read += int64(n)
 	if h.n > 0 {
 		h.n -= int64(n)
 	}
 	return n, err
 }
 
-var errHeadTooLarge = fmt.Errorf("head larger than %d bytes", MaxHeaderBytes)
+var errHeadTooLarge = fmt.Errorf("head larger than %d bytes (64 KiB)", MaxHeaderBytes)
 
 // denial is a request the policy refuses; its text names the rule set.
 type denial struct{ reason string }

@@ -993,7 +993,7 @@ func TestHeadLimits(t *testing.T) {
 		}
 	}()
 	b, _ := io.ReadAll(c)
-	if !strings.Contains(string(b), "400 Bad Request") || !strings.Contains(string(b), "head larger than") {
+	if !strings.Contains(string(b), "431 Request Header Fields Too Large") || !strings.Contains(string(b), "head larger than") {
 		t.Errorf("endless request header: %.200q", b)
 	}
 }

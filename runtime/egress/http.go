@@ -73,25 +73,34 @@ func (u *upstream) close() {
 }
 
 // serveHTTP handles proxy requests on one client connection: CONNECT, or a
-// sequence of absolute-form requests.
-func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, lim *headLimit) {
+// sequence of absolute-form requests. Every request's head must arrive
+// within HandshakeTimeout of its first byte (the first request's, of the
+// connection); between requests the connection may idle for IdleTimeout.
+func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, lim *headLimit, deadline time.Time) {
 	client := c.(*net.TCPConn)
 	var up *upstream
 	defer func() { up.close() }()
 	for first := true; ; first = false {
 		if !first {
 			c.SetReadDeadline(time.Now().Add(p.cfg.IdleTimeout))
-			lim.arm()
-		}
-		req, err := http.ReadRequest(br)
-		lim.disarm()
-		if err != nil {
-			if !first || errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) {
-				return
+			if _, err := br.Peek(1); err != nil {
+				return // the client closed or idled out between requests
 			}
-			reason := "malformed request: " + err.Error()
-			p.audit(Record{Proto: "http", Reason: reason})
-			writeHTTPError(c, 400, "Bad Request", reason)
+			deadline = time.Now().Add(p.cfg.HandshakeTimeout)
+			c.SetReadDeadline(deadline)
+		}
+		lim.arm(br)
+		req, err := http.ReadRequest(br)
+		if tooLarge := lim.done(br); err == nil && tooLarge != nil {
+			err = tooLarge
+		}
+		if err != nil {
+			// A head cut short by the deadline may fail as a malformed
+			// one: the reader hands over the partial line first.
+			if !time.Now().Before(deadline) {
+				err = os.ErrDeadlineExceeded
+			}
+			p.refuseHead(c, err)
 			return
 		}
 		if req.Method == http.MethodConnect {
@@ -103,6 +112,27 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, lim *headLimit) {
 		if !keep {
 			return
 		}
+	}
+}
+
+// refuseHead answers and audits a request head that could not be read:
+// too large, too slow, cut short or malformed.
+func (p *Proxy) refuseHead(c net.Conn, err error) {
+	switch {
+	case errors.Is(err, errHeadTooLarge):
+		reason := "request " + errHeadTooLarge.Error()
+		p.audit(Record{Proto: "http", Reason: reason})
+		writeHTTPError(c, 431, "Request Header Fields Too Large", reason)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		reason := fmt.Sprintf("request head not complete within %s of its first byte", p.cfg.HandshakeTimeout)
+		p.audit(Record{Proto: "http", Reason: reason})
+		writeHTTPError(c, 408, "Request Timeout", reason)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		p.audit(Record{Proto: "http", Reason: "the client closed the connection within a request head"})
+	default:
+		reason := "malformed request: " + err.Error()
+		p.audit(Record{Proto: "http", Reason: reason})
+		writeHTTPError(c, 400, "Bad Request", reason)
 	}
 }
 
@@ -247,9 +277,11 @@ func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up
 	}
 	for first := true; ; first = false {
 		up.conn.SetReadDeadline(time.Now().Add(idle))
-		up.lim.arm()
+		up.lim.arm(up.br)
 		resp, err := http.ReadResponse(up.br, req)
-		up.lim.disarm()
+		if tooLarge := up.lim.done(up.br); err == nil && tooLarge != nil {
+			err = tooLarge
+		}
 		if err != nil && first && retryable && up.br.Buffered() == 0 &&
 			(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
 			return false, errStale
