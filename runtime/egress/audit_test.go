@@ -1,11 +1,15 @@
 package egress
 
 import (
+	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -146,5 +150,83 @@ func TestAuditAllowedBudget(t *testing.T) {
 	if !sum.Allowed || len(sum.Hosts) != SummaryHosts || !strings.HasSuffix(sum.Hosts[0], ".api.test:443") ||
 		!strings.Contains(sum.Reason, "allowed requests and connections summed up") || !strings.Contains(sum.Reason, "to destinations not listed") {
 		t.Errorf("summary: %+v", sum)
+	}
+}
+
+// A matched rule whose name does not resolve or whose destination does not
+// answer is an allowed request that failed, not a denial; the sandbox is
+// told what failed, not the host's resolver or its dial errors, which the
+// audit record keeps.
+func TestFailureAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+		return nil, errors.New("dial udp 10.255.255.53:53: no resolver here")
+	}}
+	h := newHarness(t, []string{"nx.test:*", fmt.Sprintf("127.0.0.1:%d", closed)}, func(c *Config) { c.Resolver = resolver })
+	for _, tc := range []struct{ in, want string }{
+		{"GET http://nx.test/ HTTP/1.1\r\nHost: nx.test\r\n\r\n", "502 Bad Gateway"},
+		{"CONNECT nx.test:443 HTTP/1.1\r\n\r\n", "502 Bad Gateway"},
+		{fmt.Sprintf("GET http://127.0.0.1:%d/ HTTP/1.1\r\nHost: x\r\n\r\n", closed), "502 Bad Gateway"},
+		{fmt.Sprintf("CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n", closed), "502 Bad Gateway"},
+	} {
+		got := rawExchange(t, h.addr, tc.in)
+		_, body, _ := strings.Cut(got, "\r\n\r\n")
+		if !strings.Contains(got, tc.want) || (body != "warden egress: cannot resolve nx.test\n" && body != fmt.Sprintf("warden egress: cannot connect to 127.0.0.1:%d\n", closed)) {
+			t.Errorf("%q: answer %q", tc.in, got)
+		}
+	}
+	c, rep := socks5(t, h.addr, 1, 3, "nx.test", 443)
+	c.Close()
+	if rep != socksHostUnreach {
+		t.Errorf("SOCKS5 to a name that does not resolve: reply %#x", rep)
+	}
+	c, rep = socks5(t, h.addr, 1, 1, "127.0.0.1", closed)
+	c.Close()
+	if rep != socksRefused {
+		t.Errorf("SOCKS5 to a closed port: reply %#x", rep)
+	}
+	for _, r := range h.waitRecords(6) {
+		detail := "connection refused"
+		if r.Host == "nx.test" {
+			detail = "10.255.255.53:53"
+		}
+		if !r.Allowed || r.Rule == "" || r.Addr != "" || r.BytesOut != 0 || !strings.Contains(r.Reason, "cannot ") || !strings.Contains(r.Reason, detail) {
+			t.Errorf("failed request on a matched rule: %+v; want allowed, its rule, and the reason with %q", r, detail)
+		}
+	}
+}
+
+// An upstream that fails mid-exchange: the sandbox gets a generic answer,
+// the audit record the error.
+func TestUpstreamFailureAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			http.ReadRequest(bufio.NewReader(c))
+			io.WriteString(c, "garbage\r\n\r\n")
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
+	got := rawExchange(t, h.addr, "GET http://127.0.0.1:"+port+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, body, _ := strings.Cut(got, "\r\n\r\n"); !strings.Contains(got, "502") || body != "warden egress: no valid response from 127.0.0.1:"+port+"\n" {
+		t.Errorf("answer %q", got)
+	}
+	if r := h.waitRecords(1)[0]; !r.Allowed || !strings.Contains(r.Reason, "malformed HTTP") {
+		t.Errorf("record %+v", r)
 	}
 }

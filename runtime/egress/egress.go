@@ -118,7 +118,9 @@ type Config struct {
 
 // Record is one decision: a connection (CONNECT, SOCKS5) or a request
 // (plain HTTP) allowed or denied. BytesOut went from the sandbox to the
-// host, BytesIn came back.
+// host, BytesIn came back. Allowed means a rule matched and the addresses
+// passed: such a request that could not be served (the name did not
+// resolve, the destination did not answer) is allowed, with a Reason.
 type Record struct {
 	Allowed  bool
 	Proto    string // http, connect, socks5
@@ -518,6 +520,19 @@ type denial struct{ reason string }
 
 func (d *denial) Error() string { return d.reason }
 
+// failure is a request a rule allowed that could not be served: the name
+// did not resolve or the destination did not answer. The sandbox is told
+// what failed (public); the audit log also gets why (err), which may name
+// the host's resolver or its addresses.
+type failure struct {
+	rule   string
+	public string
+	err    error
+}
+
+func (f *failure) Error() string { return f.public + ": " + f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
 // canonicalHost is the one spelling of a requested name that is matched,
 // looked up in Config.Hosts and resolved: lower-case, without brackets and
 // one trailing dot. A name with an empty label (a leading dot, "..", or a
@@ -574,7 +589,7 @@ func (p *Proxy) check(ctx context.Context, host string, port int) (*target, erro
 		defer cancel()
 		addrs, err = p.cfg.Resolver.LookupNetIP(lctx, "ip", host)
 		if err != nil {
-			return nil, fmt.Errorf("cannot resolve %s: %w", host, err)
+			return nil, &failure{rule: t.rule, public: "cannot resolve " + host, err: err}
 		}
 	}
 	var refused []string
@@ -592,7 +607,7 @@ func (p *Proxy) check(ctx context.Context, host string, port int) (*target, erro
 	}
 	if len(t.addrs) == 0 {
 		if len(refused) == 0 {
-			return nil, fmt.Errorf("cannot resolve %s: no addresses", host)
+			return nil, &failure{rule: t.rule, public: "cannot resolve " + host, err: errors.New("no addresses")}
 		}
 		return nil, &denial{fmt.Sprintf("%s resolves to %s, which only a network.allow rule naming the address opens (policy %q: %s)",
 			hostPort(host, port), strings.Join(refused, ", "), p.cfg.Policy, p.rules())}
@@ -668,7 +683,7 @@ func (p *Proxy) rules() string {
 }
 
 // dial connects to the first checked address that answers. Addresses are
-// literal: nothing is resolved again.
+// literal: nothing is resolved again. Its errors are failures.
 func (p *Proxy) dial(ctx context.Context, t *target) (*net.TCPConn, netip.AddrPort, error) {
 	d := net.Dialer{Timeout: p.cfg.DialTimeout}
 	var errs []error
@@ -685,7 +700,7 @@ func (p *Proxy) dial(ctx context.Context, t *target) (*net.TCPConn, netip.AddrPo
 		}
 		errs = append(errs, err)
 	}
-	return nil, netip.AddrPort{}, errors.Join(errs...)
+	return nil, netip.AddrPort{}, &failure{rule: t.rule, public: "cannot connect to " + hostPort(t.host, t.port), err: errors.Join(errs...)}
 }
 
 func hostPort(host string, port int) string {

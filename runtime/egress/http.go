@@ -24,15 +24,22 @@ func writeHTTPError(w io.Writer, code int, status, reason string) {
 }
 
 // answer turns a failed check or dial into a reply and an audit record.
+// A denial is the policy's; a failure (the name did not resolve, the
+// destination did not answer) is an allowed request that failed, and the
+// sandbox gets only what failed, not the host's resolver or addresses.
 func (p *Proxy) answer(c net.Conn, rec Record, err error) {
 	var d *denial
+	var f *failure
+	rec.Reason = err.Error()
 	switch {
 	case errors.As(err, &d):
 		rec.Reason = d.reason
 		writeHTTPError(c, 403, "Forbidden", d.reason)
+	case errors.As(err, &f):
+		rec.Allowed, rec.Rule = true, f.rule
+		writeHTTPError(c, 502, "Bad Gateway", f.public)
 	default:
-		rec.Reason = err.Error()
-		writeHTTPError(c, 502, "Bad Gateway", err.Error())
+		writeHTTPError(c, 502, "Bad Gateway", "cannot reach "+hostPort(rec.Host, rec.Port))
 	}
 	p.audit(rec)
 }
@@ -155,7 +162,7 @@ func (p *Proxy) serveConnect(c *net.TCPConn, br *bufio.Reader, req *http.Request
 	rec.Allowed, rec.Rule = true, t.rule
 	upc, addr, err := p.dial(p.ctx, t)
 	if err != nil {
-		p.answer(c, rec, fmt.Errorf("connect %s: %w", hostPort(host, port), err))
+		p.answer(c, rec, err)
 		return
 	}
 	defer p.untrack(upc)
@@ -211,7 +218,7 @@ func (p *Proxy) forward(c *net.TCPConn, br *bufio.Reader, req *http.Request, up 
 			up.close()
 			upc, _, err := p.dial(p.ctx, t)
 			if err != nil {
-				p.answer(c, rec, fmt.Errorf("connect %s: %w", key, err))
+				p.answer(c, rec, err)
 				return nil, false
 			}
 			up = &upstream{p: p, key: key, conn: upc, lim: &headLimit{r: upc, n: -1}}
@@ -272,7 +279,7 @@ func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up
 		if retryable {
 			return false, errStale
 		}
-		writeHTTPError(c, 502, "Bad Gateway", "sending the request upstream: "+err.Error())
+		writeHTTPError(c, 502, "Bad Gateway", "cannot send the request to "+hostPort(rec.Host, rec.Port))
 		return false, fmt.Errorf("sending the request upstream: %w", err)
 	}
 	for first := true; ; first = false {
@@ -287,7 +294,11 @@ func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up
 			return false, errStale
 		}
 		if err != nil {
-			writeHTTPError(c, 502, "Bad Gateway", "reading the upstream response: "+err.Error())
+			public := "no valid response from " + hostPort(rec.Host, rec.Port)
+			if errors.Is(err, errHeadTooLarge) {
+				public += ": " + errHeadTooLarge.Error()
+			}
+			writeHTTPError(c, 502, "Bad Gateway", public)
 			return false, fmt.Errorf("reading the response: %w", err)
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
