@@ -130,6 +130,7 @@ func (p *Proxy) refuseHead(c net.Conn, err error) {
 		reason := "request " + errHeadTooLarge.Error()
 		p.audit(Record{Proto: "http", Reason: reason})
 		writeHTTPError(c, 431, "Request Header Fields Too Large", reason)
+		lingerClose(c)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		reason := fmt.Sprintf("request head not complete within %s of its first byte", p.cfg.HandshakeTimeout)
 		p.audit(Record{Proto: "http", Reason: reason})
@@ -140,7 +141,19 @@ func (p *Proxy) refuseHead(c net.Conn, err error) {
 		reason := "malformed request: " + err.Error()
 		p.audit(Record{Proto: "http", Reason: reason})
 		writeHTTPError(c, 400, "Bad Request", reason)
+		lingerClose(c)
 	}
+}
+
+// lingerClose ends the answer and reads on for a while: a client still
+// sending the rest of what was refused would otherwise get a reset
+// (closing with unread data) and may lose the answer with it.
+func lingerClose(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	io.CopyN(io.Discard, c, 1<<20)
 }
 
 func (p *Proxy) serveConnect(c *net.TCPConn, br *bufio.Reader, req *http.Request) {
