@@ -169,8 +169,7 @@ type budget struct {
 	refilled                           time.Time
 }
 
-// take spends a record of size if the budget has it.
-func (b *budget) take(size float64) bool {
+func (b *budget) refill() {
 	now := time.Now()
 	if b.refilled.IsZero() {
 		b.records, b.bytes = b.burst, b.bytesBurst
@@ -180,6 +179,11 @@ func (b *budget) take(size float64) bool {
 		b.bytes = min(b.bytesBurst, b.bytes+dt*b.bytesRate)
 	}
 	b.refilled = now
+}
+
+// take spends a record of size if the budget has it.
+func (b *budget) take(size float64) bool {
+	b.refill()
 	if b.records < 1 || b.bytes < size {
 		return false
 	}
@@ -191,7 +195,7 @@ func (b *budget) take(size float64) bool {
 // charge spends what a summary costs, which is written whatever the
 // budget holds (at most one per second): later records wait for it.
 func (b *budget) charge(size float64) {
-	b.take(0)
+	b.refill()
 	b.records--
 	b.bytes -= size
 }
