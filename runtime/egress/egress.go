@@ -112,7 +112,8 @@ type Config struct {
 	DialTimeout time.Duration
 	// HandshakeTimeout bounds reading a request (DefaultHandshakeTimeout if 0).
 	HandshakeTimeout time.Duration
-	// Audit receives every decision; it may be nil.
+	// Audit receives every decision within the audit budgets, and
+	// summaries of those over them; it may be nil.
 	Audit func(Record)
 }
 
