@@ -35,6 +35,10 @@ type AuditRecord struct {
 	BytesIn  int64  `json:"bytesIn,omitempty"`
 	BytesOut int64  `json:"bytesOut,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// A summary (net.suppressed, or net.allow over its rate): how many
+	// decisions it stands for and, for allowed ones, their destinations.
+	Count int      `json:"count,omitempty"`
+	Hosts []string `json:"hosts,omitempty"`
 }
 
 // auditLog appends JSON lines to a file, one write per record so lines

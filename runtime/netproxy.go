@@ -154,7 +154,7 @@ func (rt *Runtime) auditSink() *auditLog {
 func netRecord(s *Session, r egress.Record) AuditRecord {
 	rec := AuditRecord{Event: "net.deny", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
 		Proto: r.Proto, Host: r.Host, Port: r.Port, Addr: r.Addr, Rule: r.Rule,
-		BytesIn: r.BytesIn, BytesOut: r.BytesOut, Reason: r.Reason,
+		BytesIn: r.BytesIn, BytesOut: r.BytesOut, Reason: r.Reason, Count: r.Suppressed, Hosts: r.Hosts,
 		DurationMs: float64(r.Duration.Microseconds()) / 1000}
 	switch {
 	case r.Allowed:

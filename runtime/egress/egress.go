@@ -25,14 +25,26 @@ const (
 	DefaultIdleTimeout      = 5 * time.Minute
 	DefaultDialTimeout      = 10 * time.Second
 	DefaultHandshakeTimeout = 30 * time.Second
-	// AuditRate and AuditBurst bound the audit records one proxy writes,
-	// and AuditBytesRate and AuditBytesBurst their size: a sandbox
-	// hammering the proxy must not fill the host's disk. Records over
-	// either rate are counted and reported in one summary record.
+	// AuditRate and AuditBurst bound the denials one proxy writes to the
+	// audit log, and AuditBytesRate and AuditBytesBurst their size: a
+	// sandbox hammering the proxy must not fill the host's disk. Denials
+	// over either rate are counted in one summary record.
 	AuditRate       = 100 // records per second
 	AuditBurst      = 200
 	AuditBytesRate  = 64 << 10 // bytes per second
 	AuditBytesBurst = 256 << 10
+	// AuditAllowRate and the others bound allowed records separately, so
+	// that a flood of denials never hides what left: each is an exchange
+	// with an allowed destination, but requests on kept-alive connections
+	// and quick reconnects are not bounded by the connection limit. Over
+	// these rates allowed records are summed up in one record that names
+	// their destinations and carries their bytes.
+	AuditAllowRate       = 1000
+	AuditAllowBurst      = 2000
+	AuditAllowBytesRate  = 256 << 10
+	AuditAllowBytesBurst = 1 << 20
+	// SummaryHosts bounds the destinations an allowed summary names.
+	SummaryHosts = 16
 	// MaxAuditHost and MaxReason bound what a record or an error answer
 	// repeats of what the sandbox sent: a name is at most 253 bytes, and a
 	// reason quotes a name or a request line.
@@ -63,12 +75,23 @@ func clipRecord(r Record) Record {
 	r.Rule = clip(r.Rule, MaxReason)
 	r.Addr = clip(r.Addr, 64)
 	r.Proto = clip(r.Proto, 16)
+	if r.Hosts != nil {
+		hosts := make([]string, len(r.Hosts))
+		for i, h := range r.Hosts {
+			hosts[i] = clip(h, MaxAuditHost+6)
+		}
+		r.Hosts = hosts
+	}
 	return r
 }
 
 // recordSize estimates what a record takes in the audit log.
 func recordSize(r Record) float64 {
-	return float64(recordOverhead + len(r.Host) + len(r.Reason) + len(r.Rule) + len(r.Addr) + len(r.Proto))
+	n := recordOverhead + len(r.Host) + len(r.Reason) + len(r.Rule) + len(r.Addr) + len(r.Proto)
+	for _, h := range r.Hosts {
+		n += len(h) + 3
+	}
+	return float64(n)
 }
 
 // Config is one session's egress policy.
@@ -89,13 +112,16 @@ type Config struct {
 	DialTimeout time.Duration
 	// HandshakeTimeout bounds reading a request (DefaultHandshakeTimeout if 0).
 	HandshakeTimeout time.Duration
-	// Audit receives every decision; it may be nil.
+	// Audit receives every decision within the audit budgets, and
+	// summaries of those over them; it may be nil.
 	Audit func(Record)
 }
 
 // Record is one decision: a connection (CONNECT, SOCKS5) or a request
 // (plain HTTP) allowed or denied. BytesOut went from the sandbox to the
-// host, BytesIn came back.
+// host, BytesIn came back. Allowed means a rule matched and the addresses
+// passed: such a request that could not be served (the name did not
+// resolve, the destination did not answer) is allowed, with a Reason.
 type Record struct {
 	Allowed  bool
 	Proto    string // http, connect, socks5
@@ -108,8 +134,11 @@ type Record struct {
 	Duration time.Duration
 	Reason   string // why it was denied, or how an allowed one failed
 	// Suppressed, when set, makes this a summary: that many decisions
-	// went over AuditRate and were not reported one by one.
+	// went over their rate and were not reported one by one. A summary
+	// of allowed ones carries their bytes and names their destinations
+	// (Hosts, host:port, at most SummaryHosts).
 	Suppressed int
+	Hosts      []string
 }
 
 // Proxy serves one session.
@@ -126,11 +155,75 @@ type Proxy struct {
 	closed bool
 	wg     sync.WaitGroup
 
-	auditMu    sync.Mutex
-	tokens     float64 // records
-	bytes      float64
-	refilled   time.Time
-	suppressed int
+	auditMu   sync.Mutex
+	denyRate  budget
+	allowRate budget
+	denied    int     // denials not logged yet
+	allowed   summary // allowed records not logged yet
+	flush     *time.Timer
+}
+
+// budget is a token bucket of records and bytes.
+type budget struct {
+	rate, burst, bytesRate, bytesBurst float64
+	records, bytes                     float64
+	refilled                           time.Time
+}
+
+func (b *budget) refill() {
+	now := time.Now()
+	if b.refilled.IsZero() {
+		b.records, b.bytes = b.burst, b.bytesBurst
+	} else {
+		dt := now.Sub(b.refilled).Seconds()
+		b.records = min(b.burst, b.records+dt*b.rate)
+		b.bytes = min(b.bytesBurst, b.bytes+dt*b.bytesRate)
+	}
+	b.refilled = now
+}
+
+// take spends a record of size if the budget has it.
+func (b *budget) take(size float64) bool {
+	b.refill()
+	if b.records < 1 || b.bytes < size {
+		return false
+	}
+	b.records--
+	b.bytes -= size
+	return true
+}
+
+// charge spends what a summary costs, which is written whatever the
+// budget holds (at most one per second): later records wait for it.
+func (b *budget) charge(size float64) {
+	b.refill()
+	b.records--
+	b.bytes -= size
+}
+
+// summary sums up allowed records over their rate.
+type summary struct {
+	n       int
+	out, in int64
+	hosts   []string
+	others  int // records to destinations past the first SummaryHosts
+}
+
+func (s *summary) add(r Record) {
+	s.n++
+	s.out += r.BytesOut
+	s.in += r.BytesIn
+	dest := hostPort(r.Host, r.Port)
+	for _, h := range s.hosts {
+		if h == dest {
+			return
+		}
+	}
+	if len(s.hosts) < SummaryHosts {
+		s.hosts = append(s.hosts, dest)
+	} else {
+		s.others++
+	}
 }
 
 // New makes a proxy enforcing cfg.
@@ -151,7 +244,9 @@ func New(cfg Config) *Proxy {
 		cfg.Resolver = net.DefaultResolver
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Proxy{cfg: cfg, ctx: ctx, stop: stop, route: routeOf, slots: make(chan struct{}, cfg.MaxConns), conns: map[net.Conn]struct{}{}}
+	return &Proxy{cfg: cfg, ctx: ctx, stop: stop, route: routeOf, slots: make(chan struct{}, cfg.MaxConns), conns: map[net.Conn]struct{}{},
+		denyRate:  budget{rate: AuditRate, burst: AuditBurst, bytesRate: AuditBytesRate, bytesBurst: AuditBytesBurst},
+		allowRate: budget{rate: AuditAllowRate, burst: AuditAllowBurst, bytesRate: AuditAllowBytesRate, bytesBurst: AuditAllowBytesBurst}}
 }
 
 // Serve accepts connections on ln until ln or the proxy is closed.
@@ -269,11 +364,13 @@ func (p *Proxy) Close() error {
 	p.mu.Unlock()
 	p.stop()
 	p.wg.Wait()
-	if p.cfg.Audit != nil {
-		p.auditMu.Lock()
-		p.flushSuppressed()
-		p.auditMu.Unlock()
+	p.auditMu.Lock()
+	if p.flush != nil {
+		p.flush.Stop()
+		p.flush = nil
 	}
+	p.flushSuppressed()
+	p.auditMu.Unlock()
 	return nil
 }
 
@@ -294,9 +391,10 @@ func (p *Proxy) untrack(c net.Conn) {
 	c.Close()
 }
 
-// audit reports a decision, within AuditRate and AuditBytesRate; the
-// records over them are summed up in the next one that passes, or when the
-// proxy closes.
+// audit reports a decision. Denials and allowed records have budgets of
+// their own, so a flood of denials cannot keep what left out of the log;
+// the records over a budget are summed up a second after the first of
+// them, and when the proxy closes.
 func (p *Proxy) audit(r Record) {
 	if p.cfg.Audit == nil {
 		return
@@ -305,43 +403,60 @@ func (p *Proxy) audit(r Record) {
 	size := recordSize(r)
 	p.auditMu.Lock()
 	defer p.auditMu.Unlock()
-	now := time.Now()
-	if p.refilled.IsZero() {
-		p.tokens, p.bytes = AuditBurst, AuditBytesBurst
-	} else {
-		dt := now.Sub(p.refilled).Seconds()
-		p.tokens = min(AuditBurst, p.tokens+dt*AuditRate)
-		p.bytes = min(AuditBytesBurst, p.bytes+dt*AuditBytesRate)
+	b := &p.denyRate
+	if r.Allowed {
+		b = &p.allowRate
 	}
-	p.refilled = now
-	// The summary that goes first is paid for too.
-	if p.suppressed > 0 {
-		size += recordOverhead + 100
-	}
-	if p.tokens < 1 || p.bytes < size {
-		p.suppressed++
+	if b.take(size) {
+		p.cfg.Audit(r)
 		return
 	}
-	p.tokens--
-	p.bytes -= size
-	p.flushSuppressed()
-	p.cfg.Audit(r)
+	if r.Allowed {
+		p.allowed.add(r)
+	} else {
+		p.denied++
+	}
+	if p.flush == nil {
+		p.flush = time.AfterFunc(time.Second, func() {
+			p.auditMu.Lock()
+			defer p.auditMu.Unlock()
+			p.flush = nil
+			p.flushSuppressed()
+		})
+	}
 }
 
-// flushSuppressed writes the summary of records over the rate; auditMu held.
+// flushSuppressed writes the summaries of records over their budgets;
+// auditMu held.
 func (p *Proxy) flushSuppressed() {
-	if p.suppressed > 0 {
-		p.cfg.Audit(Record{Suppressed: p.suppressed, Reason: fmt.Sprintf("%d more egress decisions were not logged: over %d records or %d KiB per second", p.suppressed, AuditRate, AuditBytesRate>>10)})
-		p.suppressed = 0
+	if p.cfg.Audit == nil {
+		return
+	}
+	if p.denied > 0 {
+		r := Record{Suppressed: p.denied, Reason: fmt.Sprintf("%d more denied egress requests were not logged: over %d records or %d KiB per second", p.denied, AuditRate, AuditBytesRate>>10)}
+		p.denyRate.charge(recordSize(r))
+		p.cfg.Audit(r)
+		p.denied = 0
+	}
+	if s := p.allowed; s.n > 0 {
+		r := Record{Allowed: true, Suppressed: s.n, BytesOut: s.out, BytesIn: s.in, Hosts: s.hosts,
+			Reason: fmt.Sprintf("%d allowed requests and connections summed up in one record (over %d records or %d KiB per second)", s.n, AuditAllowRate, AuditAllowBytesRate>>10)}
+		if s.others > 0 {
+			r.Reason += fmt.Sprintf(", %d of them to destinations not listed", s.others)
+		}
+		r = clipRecord(r)
+		p.allowRate.charge(recordSize(r))
+		p.cfg.Audit(r)
+		p.allowed = summary{}
 	}
 }
 
 // serve tells the protocols apart by the first byte: SOCKS5 starts with
 // 5, SOCKS4 with 4, HTTP with a method name.
 func (p *Proxy) serve(c net.Conn) {
-	c.SetReadDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
-	lim := &headLimit{r: c}
-	lim.arm()
+	deadline := time.Now().Add(p.cfg.HandshakeTimeout)
+	c.SetReadDeadline(deadline)
+	lim := &headLimit{r: c, n: -1}
 	br := bufio.NewReaderSize(lim, 4096)
 	first, err := br.Peek(1)
 	if err != nil {
@@ -354,7 +469,7 @@ func (p *Proxy) serve(c net.Conn) {
 		p.audit(Record{Proto: "socks4", Reason: "SOCKS4 is not supported; use SOCKS5 (socks5h://) or the HTTP proxy"})
 		c.Write([]byte{0, 0x5b, 0, 0, 0, 0, 0, 0})
 	default:
-		p.serveHTTP(c, br, lim)
+		p.serveHTTP(c, br, lim, deadline)
 	}
 }
 
@@ -362,15 +477,31 @@ func (p *Proxy) serve(c net.Conn) {
 // readers would otherwise grow with an endless header line.
 const MaxHeaderBytes = 64 << 10
 
-// headLimit caps what may be read through it while a head is parsed
-// (plus what the reader buffers ahead of it).
+// headLimit bounds a head read through a bufio.Reader over it: while
+// armed, reads stop once the head could not fit any more, and done tells
+// whether what the parser took (not what the reader buffered ahead of it,
+// a body or a pipelined request) was within MaxHeaderBytes.
 type headLimit struct {
-	r io.Reader
-	n int64 // < 0: no limit
+	r        io.Reader
+	n        int64 // what may still be read; < 0: no limit
+	read     int64 // read since arm
+	buffered int   // what the reader held at arm
 }
 
-func (h *headLimit) arm()    { h.n = MaxHeaderBytes + 32<<10 }
-func (h *headLimit) disarm() { h.n = -1 }
+func (h *headLimit) arm(br *bufio.Reader) {
+	h.buffered, h.read = br.Buffered(), 0
+	h.n = int64(MaxHeaderBytes + br.Size())
+}
+
+// done disarms the limit and says whether the head just parsed was too
+// large.
+func (h *headLimit) done(br *bufio.Reader) error {
+	h.n = -1
+	if int64(h.buffered)+h.read-int64(br.Buffered()) > MaxHeaderBytes {
+		return errHeadTooLarge
+	}
+	return nil
+}
 
 func (h *headLimit) Read(b []byte) (int, error) {
 	if h.n == 0 {
@@ -380,18 +511,49 @@ func (h *headLimit) Read(b []byte) (int, error) {
 		b = b[:h.n]
 	}
 	n, err := h.r.Read(b)
+	h.read += int64(n)
 	if h.n > 0 {
 		h.n -= int64(n)
 	}
 	return n, err
 }
 
-var errHeadTooLarge = fmt.Errorf("head larger than %d bytes", MaxHeaderBytes)
+var errHeadTooLarge = fmt.Errorf("head larger than %d bytes (64 KiB)", MaxHeaderBytes)
 
 // denial is a request the policy refuses; its text names the rule set.
 type denial struct{ reason string }
 
 func (d *denial) Error() string { return d.reason }
+
+// failure is a request a rule allowed that could not be served: the name
+// did not resolve or the destination did not answer. The sandbox is told
+// what failed (public); the audit log also gets why (err), which may name
+// the host's resolver or its addresses.
+type failure struct {
+	rule   string
+	public string
+	err    error
+}
+
+func (f *failure) Error() string { return f.public + ": " + f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// canonicalHost is the one spelling of a requested name that is matched,
+// looked up in Config.Hosts and resolved: lower-case, without brackets and
+// one trailing dot. A name with an empty label (a leading dot, "..", or a
+// second trailing dot) is refused: resolvers and rules each ignore one
+// trailing dot, and must not be left to disagree about which name it is.
+func canonicalHost(host string) (string, error) {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if _, err := netip.ParseAddr(h); err == nil {
+		return h, nil
+	}
+	if h == "" || strings.HasPrefix(h, ".") || strings.HasSuffix(h, ".") || strings.Contains(h, "..") {
+		return "", &denial{fmt.Sprintf("%q is not a host name: it has an empty label; ask for the name with at most one trailing dot", host)}
+	}
+	return h, nil
+}
 
 // target is what a client asked for, checked: the rule that allowed it and
 // the addresses that passed the address checks, in resolver order.
@@ -405,8 +567,10 @@ type target struct {
 // check decides a request for host:port. It resolves only names a rule
 // matches, so a denied name never reaches DNS.
 func (p *Proxy) check(ctx context.Context, host string, port int) (*target, error) {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	host, err := canonicalHost(host)
+	if err != nil {
+		return nil, err
+	}
 	t := &target{host: host, port: port}
 	for _, r := range p.cfg.Allow {
 		if r.Match(host, port) {
@@ -430,7 +594,7 @@ func (p *Proxy) check(ctx context.Context, host string, port int) (*target, erro
 		defer cancel()
 		addrs, err = p.cfg.Resolver.LookupNetIP(lctx, "ip", host)
 		if err != nil {
-			return nil, fmt.Errorf("cannot resolve %s: %w", host, err)
+			return nil, &failure{rule: t.rule, public: "cannot resolve " + host, err: err}
 		}
 	}
 	var refused []string
@@ -448,7 +612,7 @@ func (p *Proxy) check(ctx context.Context, host string, port int) (*target, erro
 	}
 	if len(t.addrs) == 0 {
 		if len(refused) == 0 {
-			return nil, fmt.Errorf("cannot resolve %s: no addresses", host)
+			return nil, &failure{rule: t.rule, public: "cannot resolve " + host, err: errors.New("no addresses")}
 		}
 		return nil, &denial{fmt.Sprintf("%s resolves to %s, which only a network.allow rule naming the address opens (policy %q: %s)",
 			hostPort(host, port), strings.Join(refused, ", "), p.cfg.Policy, p.rules())}
@@ -524,7 +688,7 @@ func (p *Proxy) rules() string {
 }
 
 // dial connects to the first checked address that answers. Addresses are
-// literal: nothing is resolved again.
+// literal: nothing is resolved again. Its errors are failures.
 func (p *Proxy) dial(ctx context.Context, t *target) (*net.TCPConn, netip.AddrPort, error) {
 	d := net.Dialer{Timeout: p.cfg.DialTimeout}
 	var errs []error
@@ -541,7 +705,7 @@ func (p *Proxy) dial(ctx context.Context, t *target) (*net.TCPConn, netip.AddrPo
 		}
 		errs = append(errs, err)
 	}
-	return nil, netip.AddrPort{}, errors.Join(errs...)
+	return nil, netip.AddrPort{}, &failure{rule: t.rule, public: "cannot connect to " + hostPort(t.host, t.port), err: errors.Join(errs...)}
 }
 
 func hostPort(host string, port int) string {

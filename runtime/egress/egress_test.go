@@ -927,7 +927,7 @@ func TestAuditRateLimit(t *testing.T) {
 	recs = h.records()
 	last := recs[len(recs)-1]
 	suppressed, _ := strconv.Atoi(strings.Fields(last.Reason)[0])
-	if !strings.Contains(last.Reason, "more egress decisions were not logged") || last.Suppressed != suppressed || suppressed+len(recs)-1 != n {
+	if !strings.Contains(last.Reason, "more denied egress requests were not logged") || last.Suppressed != suppressed || suppressed+len(recs)-1 != n {
 		t.Errorf("summary %q after %d records, want the %d decisions accounted for", last.Reason, len(recs)-1, n)
 	}
 }
@@ -993,7 +993,7 @@ func TestHeadLimits(t *testing.T) {
 		}
 	}()
 	b, _ := io.ReadAll(c)
-	if !strings.Contains(string(b), "400 Bad Request") || !strings.Contains(string(b), "head larger than") {
+	if !strings.Contains(string(b), "431 Request Header Fields Too Large") || !strings.Contains(string(b), "head larger than") {
 		t.Errorf("endless request header: %.200q", b)
 	}
 }

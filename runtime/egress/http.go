@@ -24,15 +24,22 @@ func writeHTTPError(w io.Writer, code int, status, reason string) {
 }
 
 // answer turns a failed check or dial into a reply and an audit record.
+// A denial is the policy's; a failure (the name did not resolve, the
+// destination did not answer) is an allowed request that failed, and the
+// sandbox gets only what failed, not the host's resolver or addresses.
 func (p *Proxy) answer(c net.Conn, rec Record, err error) {
 	var d *denial
+	var f *failure
+	rec.Reason = err.Error()
 	switch {
 	case errors.As(err, &d):
 		rec.Reason = d.reason
 		writeHTTPError(c, 403, "Forbidden", d.reason)
+	case errors.As(err, &f):
+		rec.Allowed, rec.Rule = true, f.rule
+		writeHTTPError(c, 502, "Bad Gateway", f.public)
 	default:
-		rec.Reason = err.Error()
-		writeHTTPError(c, 502, "Bad Gateway", err.Error())
+		writeHTTPError(c, 502, "Bad Gateway", "cannot reach "+hostPort(rec.Host, rec.Port))
 	}
 	p.audit(rec)
 }
@@ -73,25 +80,34 @@ func (u *upstream) close() {
 }
 
 // serveHTTP handles proxy requests on one client connection: CONNECT, or a
-// sequence of absolute-form requests.
-func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, lim *headLimit) {
+// sequence of absolute-form requests. Every request's head must arrive
+// within HandshakeTimeout of its first byte (the first request's, of the
+// connection); between requests the connection may idle for IdleTimeout.
+func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, lim *headLimit, deadline time.Time) {
 	client := c.(*net.TCPConn)
 	var up *upstream
 	defer func() { up.close() }()
 	for first := true; ; first = false {
 		if !first {
 			c.SetReadDeadline(time.Now().Add(p.cfg.IdleTimeout))
-			lim.arm()
-		}
-		req, err := http.ReadRequest(br)
-		lim.disarm()
-		if err != nil {
-			if !first || errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) {
-				return
+			if _, err := br.Peek(1); err != nil {
+				return // the client closed or idled out between requests
 			}
-			reason := "malformed request: " + err.Error()
-			p.audit(Record{Proto: "http", Reason: reason})
-			writeHTTPError(c, 400, "Bad Request", reason)
+			deadline = time.Now().Add(p.cfg.HandshakeTimeout)
+			c.SetReadDeadline(deadline)
+		}
+		lim.arm(br)
+		req, err := http.ReadRequest(br)
+		if tooLarge := lim.done(br); err == nil && tooLarge != nil {
+			err = tooLarge
+		}
+		if err != nil {
+			// A head cut short by the deadline may fail as a malformed
+			// one: the reader hands over the partial line first.
+			if !time.Now().Before(deadline) {
+				err = os.ErrDeadlineExceeded
+			}
+			p.refuseHead(c, err)
 			return
 		}
 		if req.Method == http.MethodConnect {
@@ -104,6 +120,40 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, lim *headLimit) {
 			return
 		}
 	}
+}
+
+// refuseHead answers and audits a request head that could not be read:
+// too large, too slow, cut short or malformed.
+func (p *Proxy) refuseHead(c net.Conn, err error) {
+	switch {
+	case errors.Is(err, errHeadTooLarge):
+		reason := "request " + errHeadTooLarge.Error()
+		p.audit(Record{Proto: "http", Reason: reason})
+		writeHTTPError(c, 431, "Request Header Fields Too Large", reason)
+		lingerClose(c)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		reason := fmt.Sprintf("request head not complete within %s of its first byte", p.cfg.HandshakeTimeout)
+		p.audit(Record{Proto: "http", Reason: reason})
+		writeHTTPError(c, 408, "Request Timeout", reason)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		p.audit(Record{Proto: "http", Reason: "the client closed the connection within a request head"})
+	default:
+		reason := "malformed request: " + err.Error()
+		p.audit(Record{Proto: "http", Reason: reason})
+		writeHTTPError(c, 400, "Bad Request", reason)
+		lingerClose(c)
+	}
+}
+
+// lingerClose ends the answer and reads on for a while: a client still
+// sending the rest of what was refused would otherwise get a reset
+// (closing with unread data) and may lose the answer with it.
+func lingerClose(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	io.CopyN(io.Discard, c, 1<<20)
 }
 
 func (p *Proxy) serveConnect(c *net.TCPConn, br *bufio.Reader, req *http.Request) {
@@ -125,7 +175,7 @@ func (p *Proxy) serveConnect(c *net.TCPConn, br *bufio.Reader, req *http.Request
 	rec.Allowed, rec.Rule = true, t.rule
 	upc, addr, err := p.dial(p.ctx, t)
 	if err != nil {
-		p.answer(c, rec, fmt.Errorf("connect %s: %w", hostPort(host, port), err))
+		p.answer(c, rec, err)
 		return
 	}
 	defer p.untrack(upc)
@@ -181,7 +231,7 @@ func (p *Proxy) forward(c *net.TCPConn, br *bufio.Reader, req *http.Request, up 
 			up.close()
 			upc, _, err := p.dial(p.ctx, t)
 			if err != nil {
-				p.answer(c, rec, fmt.Errorf("connect %s: %w", key, err))
+				p.answer(c, rec, err)
 				return nil, false
 			}
 			up = &upstream{p: p, key: key, conn: upc, lim: &headLimit{r: upc, n: -1}}
@@ -242,20 +292,26 @@ func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up
 		if retryable {
 			return false, errStale
 		}
-		writeHTTPError(c, 502, "Bad Gateway", "sending the request upstream: "+err.Error())
+		writeHTTPError(c, 502, "Bad Gateway", "cannot send the request to "+hostPort(rec.Host, rec.Port))
 		return false, fmt.Errorf("sending the request upstream: %w", err)
 	}
 	for first := true; ; first = false {
 		up.conn.SetReadDeadline(time.Now().Add(idle))
-		up.lim.arm()
+		up.lim.arm(up.br)
 		resp, err := http.ReadResponse(up.br, req)
-		up.lim.disarm()
+		if tooLarge := up.lim.done(up.br); err == nil && tooLarge != nil {
+			err = tooLarge
+		}
 		if err != nil && first && retryable && up.br.Buffered() == 0 &&
 			(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
 			return false, errStale
 		}
 		if err != nil {
-			writeHTTPError(c, 502, "Bad Gateway", "reading the upstream response: "+err.Error())
+			public := "no valid response from " + hostPort(rec.Host, rec.Port)
+			if errors.Is(err, errHeadTooLarge) {
+				public += ": " + errHeadTooLarge.Error()
+			}
+			writeHTTPError(c, 502, "Bad Gateway", public)
 			return false, fmt.Errorf("reading the response: %w", err)
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {

@@ -105,19 +105,24 @@ func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	t, err := p.check(p.ctx, host, port)
-	if err != nil {
-		var d *denial
-		if errors.As(err, &d) {
-			fail(socksNotAllowed, d.reason)
-		} else {
-			fail(socksHostUnreach, err.Error())
-		}
+	var d *denial
+	var f *failure
+	switch {
+	case errors.As(err, &d):
+		fail(socksNotAllowed, d.reason)
+		return
+	case errors.As(err, &f):
+		rec.Allowed, rec.Rule = true, f.rule
+		fail(socksHostUnreach, err.Error())
+		return
+	case err != nil:
+		fail(socksFailure, err.Error())
 		return
 	}
 	rec.Allowed, rec.Rule = true, t.rule
 	upc, addr, err := p.dial(p.ctx, t)
 	if err != nil {
-		fail(socksRefused, fmt.Sprintf("connect %s: %v", hostPort(host, port), err))
+		fail(socksRefused, err.Error())
 		return
 	}
 	defer p.untrack(upc)

@@ -1,0 +1,180 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pyFlood sends denied CONNECTs to the proxy from 4 threads for 3 s and,
+// meanwhile, argv[2] allowed GETs to argv[1] (through the proxy the
+// environment names); it prints how many denied requests it sent.
+const pyFlood = `import socket, sys, threading, time, urllib.request
+n = [0]
+lock = threading.Lock()
+def flood(end):
+    while time.time() < end:
+        s = socket.create_connection(("127.0.0.1", 3128))
+        s.sendall(b"CONNECT evil.egress.test:443 HTTP/1.1\r\n\r\n")
+        while s.recv(4096):
+            pass
+        s.close()
+        with lock:
+            n[0] += 1
+end = time.time() + 3
+ts = [threading.Thread(target=flood, args=(end,)) for _ in range(4)]
+for t in ts: t.start()
+time.sleep(0.5)
+for i in range(int(sys.argv[2])):
+    print(urllib.request.urlopen(sys.argv[1] + "?leak=%d" % i, timeout=10).read().decode().strip())
+    time.sleep(0.1)
+for t in ts: t.join()
+print("flooded", n[0])
+`
+
+// pyRaw sends argv[1] (with \r\n escapes) to the proxy, after argv[2]
+// bytes of padding in an X-Pad header if given, and prints the answer.
+const pyRaw = `import socket, sys
+req = sys.argv[1].replace("\\r\\n", "\r\n")
+if len(sys.argv) > 2:
+    head, _, rest = req.partition("\r\n")
+    req = head + "\r\nX-Pad: " + "p" * int(sys.argv[2]) + "\r\n" + rest
+s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+s.sendall(req.encode())
+out = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    out += b
+print(out.decode("latin-1"))
+`
+
+type auditSummary struct {
+	Event    string   `json:"event"`
+	Count    int      `json:"count"`
+	Hosts    []string `json:"hosts"`
+	BytesOut int64    `json:"bytesOut"`
+}
+
+// TestEgressAuditFlood: a sandbox flooding the proxy with denied requests
+// while it reaches an allowed host cannot keep those requests out of the
+// audit log; denials over their budget are counted, all of them.
+func TestEgressAuditFlood(t *testing.T) {
+	u := startUpstreams(t)
+	r := newRoot(t)
+	id, _ := u.create(r, "egress-flood", u.egressPolicy())
+	const sends = 10
+	res := u.exec(r, id, "python3", "-c", pyFlood, fmt.Sprintf("http://api.egress.test:%d/file", u.http), strconv.Itoa(sends))
+	want(t, "allowed requests during a flood of denials", res, 0, egressBody, "flooded")
+	var flooded int
+	fmt.Sscanf(res.Stdout[strings.Index(res.Stdout, "flooded"):], "flooded %d", &flooded)
+	want(t, "still refusing", u.exec(r, id, "curl", "-sS", "-w", "%{http_code}", fmt.Sprintf("http://other.egress.test:%d/file", u.http)), 0, "403")
+	// The denials' summary follows a second after the first one over the
+	// budget: wait until every denial is accounted for.
+	var allowed, denied, counted int
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		out := r.warden("logs", "--session", id).Stdout
+		allowed, denied, counted = 0, 0, 0
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var rec netRecord
+			var sum auditSummary
+			json.Unmarshal([]byte(line), &rec)
+			json.Unmarshal([]byte(line), &sum)
+			switch {
+			case rec.Event == "net.allow" && rec.Host == "api.egress.test" && rec.Port == u.http:
+				allowed++
+				if rec.BytesOut == 0 || rec.Addr == "" || rec.Reason != "" {
+					t.Errorf("allowed line: %s", line)
+				}
+			case rec.Event == "net.allow" && sum.Count > 0:
+				t.Errorf("allowed requests summed up while under their budget: %s", line)
+			case rec.Event == "net.deny" && rec.Host == "evil.egress.test":
+				denied++
+			case rec.Event == "net.suppressed":
+				counted += sum.Count
+			}
+		}
+		if denied+counted >= flooded || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("%d denied requests: %d lines, %d counted in summaries; %d allowed lines", flooded, denied, counted, allowed)
+	if allowed != sends {
+		t.Errorf("%d of %d allowed requests made during the flood are in the audit log", allowed, sends)
+	}
+	if flooded < 1000 || counted == 0 || denied+counted != flooded {
+		t.Errorf("%d denied requests: %d lines + %d counted; want all accounted for, most of them counted", flooded, denied, counted)
+	}
+	if denied > 200+100*5 {
+		t.Errorf("%d denial lines in ~3 s: over the budget", denied)
+	}
+}
+
+// TestEgressRequestChecks: names with an empty label are refused before
+// the pinned hosts or DNS; request heads are held to 64 KiB; a matched
+// name that does not resolve or a destination that does not answer gets
+// a 502 that does not show the host's resolver or errors, and a net.allow
+// line that does.
+func TestEgressRequestChecks(t *testing.T) {
+	u := startUpstreams(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	r := newRoot(t)
+	policy := strings.Replace(u.egressPolicy(), "allow = [\n", fmt.Sprintf("allow = [\n  \"nx.egress.test:%d\", \"127.0.0.1:%d\",\n", u.http, closed), 1)
+	id, _ := u.create(r, "egress-checks", policy)
+	raw := func(req string, pad ...int) sandboxResult {
+		argv := []string{"python3", "-c", pyRaw, req}
+		for _, p := range pad {
+			argv = append(argv, strconv.Itoa(p))
+		}
+		return u.exec(r, id, argv...)
+	}
+	H := u.http
+	want(t, "one trailing dot", raw(fmt.Sprintf(`GET http://api.egress.test.:%d/file HTTP/1.1\r\nConnection: close\r\n\r\n`, H)), 0, egressBody)
+	for _, host := range []string{"api.egress.test..", ".api.egress.test", "api..egress.test"} {
+		want(t, host, raw(fmt.Sprintf(`GET http://%s:%d/file HTTP/1.1\r\n\r\n`, host, H)), 0, "403 Forbidden", "empty label")
+		want(t, "CONNECT "+host, raw(fmt.Sprintf(`CONNECT %s:%d HTTP/1.1\r\n\r\n`, host, H)), 0, "403 Forbidden", "empty label")
+	}
+	get := fmt.Sprintf(`GET http://api.egress.test:%d/file HTTP/1.1\r\nConnection: close\r\n\r\n`, H)
+	want(t, "a head under 64 KiB", raw(get, 60000), 0, egressBody)
+	want(t, "a head of 97,000 bytes", raw(get, 97000), 0, "431 Request Header Fields Too Large", "head larger than 65536 bytes")
+	for _, c := range []struct{ req, answer string }{
+		{fmt.Sprintf(`GET http://nx.egress.test:%d/file HTTP/1.1\r\n\r\n`, H), "warden egress: cannot resolve nx.egress.test\n"},
+		{fmt.Sprintf(`GET http://127.0.0.1:%d/file HTTP/1.1\r\n\r\n`, closed), fmt.Sprintf("warden egress: cannot connect to 127.0.0.1:%d\n", closed)},
+	} {
+		res := raw(c.req)
+		if _, body, _ := strings.Cut(res.Stdout, "\r\n\r\n"); !strings.Contains(res.Stdout, "502 Bad Gateway") || strings.TrimSpace(body) != strings.TrimSpace(c.answer) {
+			t.Errorf("%s: answer %q, want a 502 saying only %q", c.req, res.Stdout, c.answer)
+		}
+	}
+	recs := netRecords(t, r.warden("logs", "--session", id).Stdout)
+	for _, c := range []struct {
+		host string
+		port int
+	}{{"nx.egress.test", H}, {"127.0.0.1", closed}} {
+		rec := findRecord(recs, "net.allow", "http", c.host, c.port)
+		if rec == nil || rec.Rule != fmt.Sprintf("%s:%d", c.host, c.port) || rec.Addr != "" || !strings.HasPrefix(rec.Reason, "cannot ") || len(rec.Reason) < len("cannot connect to 127.0.0.1:1: x") {
+			t.Errorf("%s:%d: want a net.allow line with the rule and the error, got %+v", c.host, c.port, rec)
+		}
+	}
+	if rec := findRecord(recs, "net.deny", "http", "api.egress.test..", H); rec == nil || !strings.Contains(rec.Reason, "empty label") {
+		t.Errorf("no net.deny line for api.egress.test..: %+v", rec)
+	}
+	found := false
+	for _, rec := range recs {
+		found = found || rec.Event == "net.deny" && strings.Contains(rec.Reason, "request head larger than 65536 bytes")
+	}
+	if !found {
+		t.Errorf("no net.deny line for the oversized head")
+	}
+}
