@@ -2,11 +2,151 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
+// TestRootRefused: an empty --root (the current folder) and the host's
+// root folder are refused with one line before anything is created; an
+// existing root keeps its mode, and only the folders warden creates get
+// its 0711.
+func TestRootRefused(t *testing.T) {
+	check := examplePath("web-fetch")
+
+	t.Run("empty", func(t *testing.T) {
+		cwd := tempDir(t)
+		// Cleanup for a binary that took the current folder as its root.
+		r := &wardenRoot{t: t, root: cwd}
+		t.Cleanup(func() {
+			if entries, _ := os.ReadDir(cwd); len(entries) > 0 {
+				r.teardown()
+			}
+		})
+		for _, c := range []struct {
+			name string
+			env  []string
+			args []string
+		}{
+			{"--root ''", nil, []string{"--root", "", "session", "ls"}},
+			{"--root '' gc", nil, []string{"--root", "", "gc"}},
+			{"--root '' exec", nil, []string{"--root", "", "exec", "--session", "s", "--", "true"}},
+			{"WARDEN_ROOT=''", []string{"WARDEN_ROOT="}, []string{"session", "ls"}},
+			{"WARDEN_ROOT='' exec", []string{"WARDEN_ROOT="}, []string{"exec", "--session", "s", "--", "true"}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				cmd := exec.Command(wardenBinary, c.args...)
+				cmd.Dir = cwd
+				cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=/root"}, c.env...)
+				expectFailure(t, runCmd(t, cmd), "--root", "empty")
+				if entries, _ := os.ReadDir(cwd); len(entries) > 0 {
+					t.Errorf("the current folder got %v", names(entries))
+				}
+			})
+		}
+	})
+
+	// The refusal comes first, for every command: a command that never
+	// uses the root shows it, and leaves the host alone even with a binary
+	// that would not refuse.
+	t.Run("host root", func(t *testing.T) {
+		link := filepath.Join(tempDir(t), "link")
+		if err := os.Symlink("/", link); err != nil {
+			t.Fatal(err)
+		}
+		for _, root := range []string{"/", "//", "/tmp/..", link} {
+			res := runWarden(t, nil, "--root", root, "policy", "check", check)
+			expectFailure(t, res, "--root "+root, "host's root folder")
+		}
+		res := runWarden(t, []string{"PATH=/usr/bin:/bin", "WARDEN_ROOT=/"}, "policy", "check", check)
+		expectFailure(t, res, "host's root folder")
+	})
+
+	t.Run("existing root keeps its mode", func(t *testing.T) {
+		r := newRoot(t)
+		if err := os.Mkdir(r.root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(r.root, 0o755)
+		expectOK(t, r.warden("session", "ls"))
+		assertMode(t, r.root, 0o755)
+		for _, d := range []string{"containers", "sessions"} {
+			assertMode(t, filepath.Join(r.root, d), 0o711)
+		}
+	})
+
+	t.Run("new root", func(t *testing.T) {
+		r := newRoot(t)
+		r.root = filepath.Join(r.root, "a", "b")
+		expectOK(t, r.warden("session", "ls"))
+		for _, d := range []string{filepath.Dir(r.root), r.root, filepath.Join(r.root, "sessions")} {
+			assertMode(t, d, 0o711)
+		}
+	})
+
+	t.Run("existing root others cannot pass", func(t *testing.T) {
+		r := newRoot(t)
+		if err := os.Mkdir(r.root, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(r.root, 0o700)
+		expectFailure(t, r.warden("session", "ls"), "not searchable", "chmod o+x "+r.root)
+		assertMode(t, r.root, 0o700)
+		if entries, _ := os.ReadDir(r.root); len(entries) > 0 {
+			t.Errorf("the root got %v", names(entries))
+		}
+	})
+}
+
+// TestBadInputCreatesNoRoot: `warden do` refused for its input (a policy
+// that does not parse, one whose variables have no value)
+// leaves no state root behind; a good one still runs.
+func TestBadInputCreatesNoRoot(t *testing.T) {
+	dir := tempDir(t)
+	ws := tempDir(t)
+	syntax := writeFile(t, dir, "syntax.toml", "name = \"x\"\n[fs\n")
+	vars := writeFile(t, dir, "vars.toml", "name = \"x\"\n[fs]\nwrite = [\"$WORK_DIR\"]\n[exec]\nallow = [\"true\"]\n")
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"syntax", []string{"do", "--policy", syntax, "--", "true"}, "toml syntax"},
+		{"variable", []string{"do", "--policy", vars, "--", "true"}, "give it with --workspace"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := filepath.Join(dir, "root-"+c.name)
+			expectFailure(t, runWarden(t, nil, append([]string{"--root", root}, c.args...)...), c.want)
+			if _, err := os.Lstat(root); !os.IsNotExist(err) {
+				t.Errorf("%s was created", root)
+			}
+		})
+	}
+	r := newRoot(t)
+	expectOK(t, r.warden("do", "--policy", vars, "--workspace", ws, "--", "true"))
+}
+
+func assertMode(t *testing.T, path string, want os.FileMode) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != want {
+		t.Errorf("%s: mode %04o, want %04o", path, got, want)
+	}
+}
+
+func names(entries []os.DirEntry) []string {
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// inputPolicy may list and delete files in the workspace.
 const inputPolicy = `name = "input-test"
 [fs]
 write = ["$WORK_DIR"]

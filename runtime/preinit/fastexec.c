@@ -7,7 +7,8 @@
 // caller's stdin, stdout and stderr as SCM_RIGHTS), forwards signals, and
 // exits with the command's status, exactly as the Go client would. Anything
 // else (a terminal, --policy, an unknown flag, no daemon yet, a malformed
-// duration) returns before a single byte is sent, and the Go CLI handles it.
+// duration, a root that is not a plain absolute path) returns before a
+// single byte is sent, and the Go CLI handles it.
 // WARDEN_FASTPATH=off turns the fast path off.
 
 #define _GNU_SOURCE
@@ -262,6 +263,18 @@ static void fail(const char *what, const char *detail)
 	_exit(EXIT_WARDEN);
 }
 
+/* plain_root accepts an absolute root written plainly; "/" and any other
+ * spelling ("//", "/x/../", a trailing slash) go to the Go CLI, which
+ * cleans the path and refuses "/". */
+static int plain_root(const char *root)
+{
+	size_t n = strlen(root);
+	if (n < 2 || root[0] != '/' || root[n - 1] == '/' || root[n - 1] == ' ')
+		return 0;
+	return !strstr(root, "//") && !strstr(root, "/./") && !strstr(root, "/../") &&
+	       strcmp(root + n - 2, "/.") != 0 && (n < 3 || strcmp(root + n - 3, "/..") != 0);
+}
+
 static void run(struct request *r, char **envp)
 {
 	for (int fd = 0; fd < 3; fd++)
@@ -298,11 +311,11 @@ static void run(struct request *r, char **envp)
 
 	const char *root = r->root;
 	if (!root) {
-		root = getenv("WARDEN_ROOT");
-		if (!root || !*root)
+		root = getenv("WARDEN_ROOT"); /* an empty one: the Go CLI refuses it */
+		if (!root)
 			root = FASTEXEC_DEFAULT_ROOT;
 	}
-	if (root[0] != '/' || root[strlen(root) - 1] == ' ')
+	if (!plain_root(root))
 		return;
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/warden.sock", root) >= sizeof addr.sun_path)
