@@ -100,8 +100,8 @@ func TestRootRefused(t *testing.T) {
 }
 
 // TestBadInputCreatesNoRoot: `warden do` refused for its input (a policy
-// that does not parse, one whose variables have no value)
-// leaves no state root behind; a good one still runs.
+// that does not parse, one whose variables have no value) leaves no state
+// root behind; a good one still runs.
 func TestBadInputCreatesNoRoot(t *testing.T) {
 	dir := tempDir(t)
 	ws := tempDir(t)
@@ -157,6 +157,70 @@ allow = ["LANG"]
 [limits]
 timeout = "30s"
 `
+
+// TestExecNotUTF8: an argument, variable or working folder that is not
+// UTF-8 is refused with one line on both the C fast path and the Go CLI,
+// and by `warden do`; nothing runs, so the file whose name JSON would have
+// put in its place survives. UTF-8 names still work.
+func TestExecNotUTF8(t *testing.T) {
+	r := newRoot(t)
+	ws := tempDir(t)
+	os.Chmod(ws, 0o777)
+	bad, replaced := "x\xff", "x\xef\xbf\xbd" // what JSON makes of the first
+	for _, f := range []string{bad, replaced, "é"} {
+		if err := os.WriteFile(filepath.Join(ws, f), []byte(f), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policy := r.policy(inputPolicy)
+	id := r.create("utf8", policy, ws)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"argument", []string{"--", "rm", "/workspace/" + bad}, "argument 2 is not valid UTF-8"},
+		{"relative argument", []string{"--", "rm", bad}, "argument 2 is not valid UTF-8"},
+		{"env", []string{"--env", "LANG=" + bad, "--", "rm", replaced}, "--env is not valid UTF-8"},
+		{"-e", []string{"-e", "LANG=" + bad, "--", "rm", replaced}, "--env is not valid UTF-8"},
+		{"--env=", []string{"--env=LANG=" + bad, "--", "rm", replaced}, "--env is not valid UTF-8"},
+		{"cwd", []string{"--cwd", bad, "--", "rm", "-r", "."}, "--cwd is not valid UTF-8"},
+	} {
+		for _, mode := range []string{"on", "off"} {
+			t.Run(c.name+" fastpath "+mode, func(t *testing.T) {
+				cmd := r.command(append([]string{"exec", "--session", id}, c.args...)...)
+				cmd.Env = append(cmd.Env, "WARDEN_FASTPATH="+mode, "GODEBUG=inittrace=1")
+				res := runCmd(t, cmd)
+				if mode == "on" && goStarted(res.Stderr) {
+					t.Errorf("the fast path left it to the Go CLI")
+				}
+				res.Stderr = withoutInitTrace(res.Stderr)
+				expectFailure(t, res, c.want, "warden passes")
+			})
+		}
+		t.Run(c.name+" do", func(t *testing.T) {
+			args := append([]string{"do", "--policy", policy, "--workspace", ws}, c.args...)
+			expectFailure(t, r.warden(args...), c.want, "warden passes")
+		})
+	}
+	t.Run("workspace", func(t *testing.T) {
+		expectFailure(t, r.warden("do", "--policy", policy, "--workspace", filepath.Join(ws, bad), "--", "true"),
+			"--workspace is not valid UTF-8")
+	})
+	for _, f := range []string{bad, replaced} {
+		if _, err := os.Stat(filepath.Join(ws, f)); err != nil {
+			t.Errorf("%q: %v", f, err)
+		}
+	}
+	// A caller's variable that is not UTF-8 is left out, not rewritten, and
+	// does not stop the command; UTF-8 names are passed as they are.
+	cmd := r.command("exec", "--session", id, "--", "rm", "/workspace/é")
+	cmd.Env = append(cmd.Env, "LANG="+bad)
+	expectOK(t, runCmd(t, cmd))
+	if _, err := os.Stat(filepath.Join(ws, "é")); !os.IsNotExist(err) {
+		t.Errorf("é was not removed: %v", err)
+	}
+}
 
 // TestExecMissingCwd: a working folder that does not exist is named as the
 // reason the command cannot run (126), not reported as a missing command.

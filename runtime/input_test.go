@@ -63,3 +63,33 @@ func TestMakeStateDir(t *testing.T) {
 		t.Errorf("checkTraversable under a 0750 folder: %v", err)
 	}
 }
+
+func TestCheckExec(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		argv []string
+		env  []string
+		cwd  string
+		want string
+	}{
+		{"ok", []string{"rm", "é"}, []string{"LANG=é"}, "sub/é", ""},
+		{"argument", []string{"rm", "x\xff"}, nil, "", "argument 2 is not valid UTF-8"},
+		{"command", []string{"\xff"}, nil, "", "argument 1 is not valid UTF-8"},
+		{"env", []string{"true"}, []string{"A=1", "B=\xff"}, "", "--env is not valid UTF-8"},
+		{"cwd", []string{"true"}, nil, "\xc0\xaf", "--cwd is not valid UTF-8"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckExec(c.argv, c.env, c.cwd)
+			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+				t.Errorf("got %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestUTF8Env(t *testing.T) {
+	got := utf8Env([]string{"A=1", "B=\xff", "C=é"})
+	if strings.Join(got, " ") != "A=1 C=é" {
+		t.Errorf("got %q", got)
+	}
+}

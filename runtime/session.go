@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opencontainers/runc/libcontainer"
 	libseccomp "github.com/opencontainers/runc/libcontainer/seccomp"
@@ -638,6 +639,39 @@ type ExecResult struct {
 	Error string `json:"error,omitempty"`
 }
 
+// CheckExec refuses a command the sandbox would not get exactly as given:
+// an argument, variable or working folder that is not UTF-8 (the JSON of
+// the requests would carry U+FFFD in its place, which can name another
+// file).
+func CheckExec(argv, env []string, cwd string) error {
+	for i, a := range argv {
+		if !utf8.ValidString(a) {
+			return fmt.Errorf("argument %d is not valid UTF-8; warden passes arguments as UTF-8 text", i+1)
+		}
+	}
+	for _, kv := range env {
+		if !utf8.ValidString(kv) {
+			return errors.New("--env is not valid UTF-8; warden passes flag values as UTF-8 text")
+		}
+	}
+	if !utf8.ValidString(cwd) {
+		return errors.New("--cwd is not valid UTF-8; warden passes flag values as UTF-8 text")
+	}
+	return nil
+}
+
+// utf8Env leaves out the caller's variables that are not UTF-8: JSON
+// cannot carry them unchanged, and only the few env.allow names pass.
+func utf8Env(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if utf8.ValidString(kv) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // ErrTimeoutTooLong is returned for a timeout above the policy's.
 var ErrTimeoutTooLong = errors.New("timeout exceeds the policy's limits.timeout")
 
@@ -647,13 +681,16 @@ func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	if len(o.Argv) == 0 {
 		return ExecResult{}, errors.New("no command given")
 	}
+	if err := CheckExec(o.Argv, o.Env, o.Cwd); err != nil {
+		return ExecResult{}, err
+	}
 	timeout := o.Timeout
 	if timeout == 0 {
 		timeout = s.Limits.Timeout
 	} else if timeout > s.Limits.Timeout {
 		return ExecResult{}, fmt.Errorf("%w (%s > %s)", ErrTimeoutTooLong, o.Timeout, s.Limits.Timeout)
 	}
-	env, err := s.commandEnv(o.CallerEnv, o.Env)
+	env, err := s.commandEnv(utf8Env(o.CallerEnv), o.Env)
 	if err != nil {
 		return ExecResult{}, err
 	}
