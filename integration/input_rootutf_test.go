@@ -100,8 +100,8 @@ func TestRootRefused(t *testing.T) {
 }
 
 // TestBadInputCreatesNoRoot: `warden do` refused for its input (a policy
-// that does not parse, one whose variables have no value) leaves no state
-// root behind; a good one still runs.
+// that does not parse, one whose variables have no value, a bad timeout)
+// leaves no state root behind; a good one still runs.
 func TestBadInputCreatesNoRoot(t *testing.T) {
 	dir := tempDir(t)
 	ws := tempDir(t)
@@ -114,6 +114,7 @@ func TestBadInputCreatesNoRoot(t *testing.T) {
 	}{
 		{"syntax", []string{"do", "--policy", syntax, "--", "true"}, "toml syntax"},
 		{"variable", []string{"do", "--policy", vars, "--", "true"}, "give it with --workspace"},
+		{"timeout", []string{"do", "--policy", vars, "--workspace", ws, "--timeout", "-1s", "--", "true"}, "--timeout"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := filepath.Join(dir, "root-"+c.name)
@@ -243,4 +244,27 @@ func TestExecMissingCwd(t *testing.T) {
 	if res.Exit != 126 || !strings.Contains(res.Stderr, "working folder /workspace/nosub does not exist") {
 		t.Errorf("do: exit %d, stderr %q", res.Exit, res.Stderr)
 	}
+}
+
+// TestExecTimeoutBounds: a timeout below 1ms, zero or negative is refused
+// before anything runs, on both paths and by `warden do`; 1ms is the least
+// accepted.
+func TestExecTimeoutBounds(t *testing.T) {
+	r := newRoot(t)
+	ws := tempDir(t)
+	policy := r.policy(inputPolicy)
+	id := r.create("timeout", policy, ws)
+	for _, d := range []string{"-1s", "1ns", "999us", "0", "0s", "-0.5ms"} {
+		for _, mode := range []string{"on", "off"} {
+			cmd := r.command("exec", "--session", id, "--timeout", d, "--", "true")
+			cmd.Env = append(cmd.Env, "WARDEN_FASTPATH="+mode)
+			expectFailure(t, runCmd(t, cmd), "--timeout", "use at least 1ms")
+		}
+		expectFailure(t, r.warden("do", "--policy", policy, "--workspace", ws, "--timeout", d, "--", "true"), "--timeout", "use at least 1ms")
+	}
+	res := r.exec(id, []string{"--timeout", "1ms"}, "sleep", "1")
+	if res.Exit != 137 || !strings.Contains(res.Stderr, "timeout 1ms exceeded") {
+		t.Errorf("--timeout 1ms: exit %d, stderr %q", res.Exit, res.Stderr)
+	}
+	expectOK(t, r.exec(id, []string{"--timeout", "10s"}, "true"))
 }

@@ -107,7 +107,7 @@ func (c *Client) Call(req Request) (Reply, error) {
 // Exec runs a command in a session through the daemon. The stdio files
 // are passed as they are; with a terminal, onTerminal gets its master.
 func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*os.File, onTerminal func(*os.File), signals <-chan os.Signal) (ExecResult, error) {
-	if err := CheckExec(e.Argv, e.Env, e.Cwd); err != nil {
+	if err := CheckExec(e.Argv, e.Env, e.Cwd, e.Timeout); err != nil {
 		return ExecResult{}, err
 	}
 	e.CallerEnv = utf8Env(e.CallerEnv)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestCheckRoot(t *testing.T) {
@@ -66,20 +67,24 @@ func TestMakeStateDir(t *testing.T) {
 
 func TestCheckExec(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		argv []string
-		env  []string
-		cwd  string
-		want string
+		name    string
+		argv    []string
+		env     []string
+		cwd     string
+		timeout time.Duration
+		want    string
 	}{
-		{"ok", []string{"rm", "é"}, []string{"LANG=é"}, "sub/é", ""},
-		{"argument", []string{"rm", "x\xff"}, nil, "", "argument 2 is not valid UTF-8"},
-		{"command", []string{"\xff"}, nil, "", "argument 1 is not valid UTF-8"},
-		{"env", []string{"true"}, []string{"A=1", "B=\xff"}, "", "--env is not valid UTF-8"},
-		{"cwd", []string{"true"}, nil, "\xc0\xaf", "--cwd is not valid UTF-8"},
+		{"ok", []string{"rm", "é"}, []string{"LANG=é"}, "sub/é", time.Millisecond, ""},
+		{"policy timeout", []string{"true"}, nil, "", 0, ""},
+		{"argument", []string{"rm", "x\xff"}, nil, "", 0, "argument 2 is not valid UTF-8"},
+		{"command", []string{"\xff"}, nil, "", 0, "argument 1 is not valid UTF-8"},
+		{"env", []string{"true"}, []string{"A=1", "B=\xff"}, "", 0, "--env is not valid UTF-8"},
+		{"cwd", []string{"true"}, nil, "\xc0\xaf", 0, "--cwd is not valid UTF-8"},
+		{"negative", []string{"true"}, nil, "", -time.Second, "--timeout -1s: use at least 1ms"},
+		{"1ns", []string{"true"}, nil, "", time.Nanosecond, "--timeout 1ns: use at least 1ms"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := CheckExec(c.argv, c.env, c.cwd)
+			err := CheckExec(c.argv, c.env, c.cwd, c.timeout)
 			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 				t.Errorf("got %v, want %q", err, c.want)
 			}

@@ -616,7 +616,8 @@ type ExecOptions struct {
 	Cwd                   string
 	Stdin, Stdout, Stderr *os.File // nil: /dev/null
 	// Timeout kills the command's process tree; zero means the policy's
-	// limits.timeout, and more than that is refused.
+	// limits.timeout, and more than that or less than
+	// policies.MinTimeout is refused.
 	Timeout time.Duration
 	// Tty runs the command on a new terminal; OnTerminal receives its
 	// master side and must copy between it and the user.
@@ -642,8 +643,9 @@ type ExecResult struct {
 // CheckExec refuses a command the sandbox would not get exactly as given:
 // an argument, variable or working folder that is not UTF-8 (the JSON of
 // the requests would carry U+FFFD in its place, which can name another
-// file).
-func CheckExec(argv, env []string, cwd string) error {
+// file), or a timeout that is negative or below policies.MinTimeout (zero
+// is the policy's limits.timeout).
+func CheckExec(argv, env []string, cwd string, timeout time.Duration) error {
 	for i, a := range argv {
 		if !utf8.ValidString(a) {
 			return fmt.Errorf("argument %d is not valid UTF-8; warden passes arguments as UTF-8 text", i+1)
@@ -656,6 +658,9 @@ func CheckExec(argv, env []string, cwd string) error {
 	}
 	if !utf8.ValidString(cwd) {
 		return errors.New("--cwd is not valid UTF-8; warden passes flag values as UTF-8 text")
+	}
+	if timeout < 0 || timeout > 0 && timeout < policies.MinTimeout {
+		return fmt.Errorf("--timeout %s: use at least %s", timeout, policies.MinTimeout)
 	}
 	return nil
 }
@@ -681,7 +686,7 @@ func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	if len(o.Argv) == 0 {
 		return ExecResult{}, errors.New("no command given")
 	}
-	if err := CheckExec(o.Argv, o.Env, o.Cwd); err != nil {
+	if err := CheckExec(o.Argv, o.Env, o.Cwd, o.Timeout); err != nil {
 		return ExecResult{}, err
 	}
 	timeout := o.Timeout

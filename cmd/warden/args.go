@@ -46,9 +46,15 @@ func tableFormat(cliContext *cli.Context) (string, error) {
 }
 
 // checkExecInput refuses, before anything is created, a command exec or do
-// could not run as given: text that is not UTF-8.
+// could not run as given: a timeout below the minimum (an explicit zero
+// too: leaving --timeout out is how to get the policy's), text that is not
+// UTF-8.
 func checkExecInput(cliContext *cli.Context) error {
-	if err := runtime.CheckExec(cliContext.Args().Slice(), cliContext.StringSlice("env"), cliContext.String("cwd")); err != nil {
+	timeout := cliContext.Duration("timeout")
+	if cliContext.IsSet("timeout") && timeout < policies.MinTimeout {
+		return fmt.Errorf("--timeout %s: use at least %s, or leave it out for the policy's limits.timeout", timeout, policies.MinTimeout)
+	}
+	if err := runtime.CheckExec(cliContext.Args().Slice(), cliContext.StringSlice("env"), cliContext.String("cwd"), timeout); err != nil {
 		return err
 	}
 	// The CLI library passes a repeatable flag with an alias (--env, -e)

@@ -7,9 +7,9 @@
 // caller's stdin, stdout and stderr as SCM_RIGHTS), forwards signals, and
 // exits with the command's status, exactly as the Go client would. Anything
 // else (a terminal, --policy, an unknown flag, no daemon yet, a malformed
-// duration, a root that is not a plain absolute path) returns before a
-// single byte is sent, and the Go CLI handles it. Text that is not UTF-8 is
-// refused here as the Go CLI refuses it.
+// duration or one below 1ms, a root that is not a plain absolute path)
+// returns before a single byte is sent, and the Go CLI handles it. Text
+// that is not UTF-8 is refused here as the Go CLI refuses it.
 // WARDEN_FASTPATH=off turns the fast path off.
 
 #define _GNU_SOURCE
@@ -265,7 +265,8 @@ static int parse_args(int argc, char **argv, struct request *r)
 		} else if (!strcmp(name, "cwd")) {
 			r->cwd = value;
 		} else if (!strcmp(name, "timeout")) {
-			if (fastexec_parse_duration(value, &r->timeout))
+			/* below 1ms (policies.MinTimeout) the Go CLI refuses it */
+			if (fastexec_parse_duration(value, &r->timeout) || r->timeout < 1000000)
 				return -1;
 		} else {
 			if (strchr(value, ','))
