@@ -48,13 +48,16 @@ func (c *Client) dial() (*net.UnixConn, error) {
 // from the caller's terminal. A second one started by a racing client
 // finds the lock taken and exits.
 func (c *Client) startDaemon() error {
+	if err := CheckRoot(c.Root); err != nil {
+		return err
+	}
 	if !filepath.IsAbs(c.Root) {
 		return fmt.Errorf("state root %q must be an absolute path", c.Root)
 	}
-	if err := checkTraversable(filepath.Dir(c.Root)); err != nil {
+	if err := checkTraversable(c.Root); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.Root, 0o711); err != nil {
+	if err := makeStateDir(c.Root); err != nil {
 		return err
 	}
 	logFile, err := os.OpenFile(filepath.Join(c.Root, "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -104,6 +107,10 @@ func (c *Client) Call(req Request) (Reply, error) {
 // Exec runs a command in a session through the daemon. The stdio files
 // are passed as they are; with a terminal, onTerminal gets its master.
 func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*os.File, onTerminal func(*os.File), signals <-chan os.Signal) (ExecResult, error) {
+	if err := CheckExec(e.Argv, e.Env, e.Cwd, e.Timeout); err != nil {
+		return ExecResult{}, err
+	}
+	e.CallerEnv = utf8Env(e.CallerEnv)
 	conn, err := c.dial()
 	if err != nil {
 		return ExecResult{}, err

@@ -45,6 +45,9 @@ var ErrDaemonRunning = errors.New("a warden daemon already serves this root")
 // NewDaemon takes the root's lock, re-adopts the sessions a previous
 // daemon left running (reaping those whose sandbox died) and listens.
 func NewDaemon(rt *Runtime, auditPath string) (*Daemon, error) {
+	if err := rt.makeDirs(); err != nil {
+		return nil, err
+	}
 	lock, err := os.OpenFile(filepath.Join(rt.Root, "daemon.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err

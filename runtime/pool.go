@@ -48,10 +48,10 @@ func (rt *Runtime) placeholder() string { return filepath.Join(rt.poolDir(), ".e
 // makePoolDir creates the pool folder, traversable (not listable) by the
 // sandboxes' host user like the rest of the root, and the placeholder.
 func (rt *Runtime) makePoolDir() error {
-	if err := os.MkdirAll(rt.poolDir(), 0o711); err != nil {
+	if err := rt.makeDirs(); err != nil {
 		return err
 	}
-	if err := os.Chmod(rt.poolDir(), 0o711); err != nil {
+	if err := makeStateDir(rt.poolDir()); err != nil {
 		return err
 	}
 	if err := os.Mkdir(rt.placeholder(), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opencontainers/runc/libcontainer"
 	libseccomp "github.com/opencontainers/runc/libcontainer/seccomp"
@@ -46,47 +47,105 @@ type Runtime struct {
 	auditOnce sync.Once
 }
 
-// New prepares a state root. Directories are 0711: the sandbox's
-// unprivileged host user must traverse them to reach its bundle, but can
-// list nothing; the files in them are root's alone.
+// New checks a state root; its folders are made when the daemon or a
+// first sandbox needs them (makeDirs).
 func New(root, binary string) (*Runtime, error) {
+	if err := CheckRoot(root); err != nil {
+		return nil, err
+	}
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("state root %q must be an absolute path", root)
 	}
 	if !libseccomp.Enabled {
 		return nil, errors.New("this warden binary was built without seccomp support and would fail every sandbox; build it with `make build` (go build -tags seccomp)")
 	}
-	for _, d := range []string{root, filepath.Join(root, "containers"), filepath.Join(root, "sessions")} {
-		if err := os.MkdirAll(d, 0o711); err != nil {
-			return nil, fmt.Errorf("state root: %w", err)
+	rt := &Runtime{Root: root, Binary: binary}
+	for _, d := range rt.stateDirs() {
+		if err := checkTraversable(d); err != nil {
+			return nil, err
 		}
-		if err := os.Chmod(d, 0o711); err != nil {
-			return nil, fmt.Errorf("state root: %w", err)
-		}
-	}
-	if err := checkTraversable(filepath.Dir(root)); err != nil {
-		return nil, err
 	}
 	if binary == "" {
 		exe, err := executable()
 		if err != nil {
 			return nil, err
 		}
-		binary = exe
+		rt.Binary = exe
 	}
-	return &Runtime{Root: root, Binary: binary}, nil
+	return rt, nil
+}
+
+func (rt *Runtime) stateDirs() []string {
+	return []string{rt.containersDir(), filepath.Join(rt.Root, "sessions")}
+}
+
+// makeDirs creates the state root's folders when the first sandbox or the
+// daemon needs them: a command refused for bad input leaves no root behind.
+func (rt *Runtime) makeDirs() error {
+	for _, d := range rt.stateDirs() {
+		if err := makeStateDir(d); err != nil {
+			return fmt.Errorf("state root: %w", err)
+		}
+	}
+	return nil
+}
+
+// CheckRoot refuses a state root warden must not take over: an empty one
+// (the current folder) and the host's root folder, where warden's state
+// would mix with the host's own files.
+func CheckRoot(root string) error {
+	if root == "" {
+		return fmt.Errorf("--root (or WARDEN_ROOT) is empty; name a folder for warden's state, or leave it out for %s", DefaultRoot)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return fmt.Errorf("--root %s: %w", root, err)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	if abs == "/" {
+		return fmt.Errorf("--root %s is the host's root folder; name a folder for warden's state, or leave it out for %s", root, DefaultRoot)
+	}
+	return nil
+}
+
+// makeStateDir creates dir and whatever is missing above it, each new
+// folder 0711 whatever the umask: the sandbox's unprivileged host user
+// must traverse them to reach its bundle, but can list nothing; the files
+// in them are root's alone. A folder that exists keeps its mode: warden
+// changes no folder it did not create (checkTraversable says when one is
+// in the way).
+func makeStateDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := makeStateDir(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		return err
+	}
+	return os.Chmod(dir, 0o711)
 }
 
 // checkTraversable makes sure the sandbox's unprivileged host user can
-// pass through every folder above the state root; a 0700 parent (mktemp -d)
-// would make every container start fail with a bare EACCES.
+// pass through dir and every folder above it that exists (makeStateDir
+// creates the others traversable); a 0700 folder (mktemp -d) would make
+// every container start fail with a bare EACCES.
 func checkTraversable(dir string) error {
 	for {
 		fi, err := os.Stat(dir)
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
 			return fmt.Errorf("state root: %w", err)
-		}
-		if fi.Mode().Perm()&0o001 == 0 {
+		case fi.Mode().Perm()&0o001 == 0:
 			return fmt.Errorf("state root: %s is not searchable by other users (mode %04o) and the sandbox's unprivileged user must pass through it; run `chmod o+x %s` or choose another --root", dir, fi.Mode().Perm(), dir)
 		}
 		parent := filepath.Dir(dir)
@@ -167,7 +226,19 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 	if cfg.Policy == nil {
 		return nil, errors.New("no policy")
 	}
+	if cfg.Identity == (spec.Identity{}) {
+		cfg.Identity = spec.DefaultIdentity
+	}
+	// The spec first: a policy its variables do not fit creates nothing.
 	dir := rt.sessionDir(cfg.ID)
+	bundleDir := filepath.Join(dir, "bundle")
+	b, err := rt.sessionSpec(cfg.Policy, cfg.Vars, cfg.Identity, cfg.ID, bundleDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.makeDirs(); err != nil {
+		return nil, err
+	}
 	if err := os.Mkdir(dir, 0o711); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%w: %s", ErrSessionExists, cfg.ID)
@@ -179,14 +250,6 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 			rt.destroy(cfg.ID)
 		}
 	}()
-	if cfg.Identity == (spec.Identity{}) {
-		cfg.Identity = spec.DefaultIdentity
-	}
-	bundleDir := filepath.Join(dir, "bundle")
-	b, err := rt.sessionSpec(cfg.Policy, cfg.Vars, cfg.Identity, cfg.ID, bundleDir)
-	if err != nil {
-		return nil, err
-	}
 	// config.json shows the whole sandbox, the session's folders included.
 	if err := spec.WriteBundle(bundleDir, b); err != nil {
 		return nil, err
@@ -568,7 +631,8 @@ type ExecOptions struct {
 	Cwd                   string
 	Stdin, Stdout, Stderr *os.File // nil: /dev/null
 	// Timeout kills the command's process tree; zero means the policy's
-	// limits.timeout, and more than that is refused.
+	// limits.timeout, and more than that or less than
+	// policies.MinTimeout is refused.
 	Timeout time.Duration
 	// Tty runs the command on a new terminal; OnTerminal receives its
 	// master side and must copy between it and the user.
@@ -591,6 +655,43 @@ type ExecResult struct {
 	Error string `json:"error,omitempty"`
 }
 
+// CheckExec refuses a command the sandbox would not get exactly as given:
+// an argument, variable or working folder that is not UTF-8 (the JSON of
+// the requests would carry U+FFFD in its place, which can name another
+// file), or a timeout that is negative or below policies.MinTimeout (zero
+// is the policy's limits.timeout).
+func CheckExec(argv, env []string, cwd string, timeout time.Duration) error {
+	for i, a := range argv {
+		if !utf8.ValidString(a) {
+			return fmt.Errorf("argument %d is not valid UTF-8; warden passes arguments as UTF-8 text", i+1)
+		}
+	}
+	for _, kv := range env {
+		if !utf8.ValidString(kv) {
+			return errors.New("--env is not valid UTF-8; warden passes flag values as UTF-8 text")
+		}
+	}
+	if !utf8.ValidString(cwd) {
+		return errors.New("--cwd is not valid UTF-8; warden passes flag values as UTF-8 text")
+	}
+	if timeout < 0 || timeout > 0 && timeout < policies.MinTimeout {
+		return fmt.Errorf("--timeout %s: use at least %s", timeout, policies.MinTimeout)
+	}
+	return nil
+}
+
+// utf8Env leaves out the caller's variables that are not UTF-8: JSON
+// cannot carry them unchanged, and only the few env.allow names pass.
+func utf8Env(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if utf8.ValidString(kv) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // ErrTimeoutTooLong is returned for a timeout above the policy's.
 var ErrTimeoutTooLong = errors.New("timeout exceeds the policy's limits.timeout")
 
@@ -600,13 +701,16 @@ func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	if len(o.Argv) == 0 {
 		return ExecResult{}, errors.New("no command given")
 	}
+	if err := CheckExec(o.Argv, o.Env, o.Cwd, o.Timeout); err != nil {
+		return ExecResult{}, err
+	}
 	timeout := o.Timeout
 	if timeout == 0 {
 		timeout = s.Limits.Timeout
 	} else if timeout > s.Limits.Timeout {
 		return ExecResult{}, fmt.Errorf("%w (%s > %s)", ErrTimeoutTooLong, o.Timeout, s.Limits.Timeout)
 	}
-	env, err := s.commandEnv(o.CallerEnv, o.Env)
+	env, err := s.commandEnv(utf8Env(o.CallerEnv), o.Env)
 	if err != nil {
 		return ExecResult{}, err
 	}

@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/urfave/cli/v2"
 
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime"
 )
 
 func specVersion() string { return specs.Version }
@@ -40,6 +43,40 @@ func tableFormat(cliContext *cli.Context) (string, error) {
 	default:
 		return "", fmt.Errorf("--format %q: use table or json", f)
 	}
+}
+
+// checkExecInput refuses, before anything is created, a command exec or do
+// could not run as given: a timeout below the minimum (an explicit zero
+// too: leaving --timeout out is how to get the policy's), text that is not
+// UTF-8.
+func checkExecInput(cliContext *cli.Context) error {
+	timeout := cliContext.Duration("timeout")
+	if cliContext.IsSet("timeout") && timeout < policies.MinTimeout {
+		return fmt.Errorf("--timeout %s: use at least %s, or leave it out for the policy's limits.timeout", timeout, policies.MinTimeout)
+	}
+	if err := runtime.CheckExec(cliContext.Args().Slice(), cliContext.StringSlice("env"), cliContext.String("cwd"), timeout); err != nil {
+		return err
+	}
+	// The CLI library passes a repeatable flag with an alias (--env, -e)
+	// through JSON, which already put U+FFFD in place of what is not UTF-8:
+	// the command line as the caller wrote it tells.
+	for i, a := range os.Args[1:] {
+		if utf8.ValidString(a) {
+			continue
+		}
+		name, _, _ := strings.Cut(a, "=")
+		if !strings.HasPrefix(a, "-") {
+			name = os.Args[i]
+		}
+		name = strings.TrimLeft(name, "-")
+		for _, f := range cliContext.Command.Flags {
+			if slices.Contains(f.Names(), name) {
+				name = f.Names()[0]
+			}
+		}
+		return fmt.Errorf("--%s is not valid UTF-8; warden passes flag values as UTF-8 text", name)
+	}
+	return nil
 }
 
 // sandboxFlags name the policy and the folders its variables stand for.
@@ -78,6 +115,9 @@ func loadSandboxPolicy(cliContext *cli.Context, files []string) (*policies.Polic
 		abs, err := filepath.Abs(*f.dst)
 		if err != nil {
 			return nil, policies.Vars{}, fmt.Errorf("--%s: %w", f.flag, err)
+		}
+		if !utf8.ValidString(abs) {
+			return nil, policies.Vars{}, fmt.Errorf("--%s is not valid UTF-8; warden passes flag values as UTF-8 text", f.flag)
 		}
 		*f.dst = abs
 	}

@@ -25,6 +25,9 @@ var doCommand = &cli.Command{
 		if err := checkArgs(cliContext, 1, -1, "a command after --"); err != nil {
 			return err
 		}
+		if err := checkExecInput(cliContext); err != nil {
+			return err
+		}
 		p, vars, err := loadSandboxPolicy(cliContext, cliContext.StringSlice("policy"))
 		if err != nil {
 			return err

@@ -45,6 +45,9 @@ config.json process as the base, in the running container CONTAINER-ID.`,
 		if err := checkArgs(cliContext, 1, -1, "a command after --"); err != nil {
 			return err
 		}
+		if err := checkExecInput(cliContext); err != nil {
+			return err
+		}
 		var create *runtime.CreateRequest
 		if cliContext.IsSet("policy") {
 			var err error

@@ -55,7 +55,7 @@ func newApp() *cli.App {
 			&cli.BoolFlag{Name: "debug", Usage: "log debug messages"},
 			&cli.StringFlag{Name: "root", Usage: "state `DIR` for sessions and containers", Value: runtime.DefaultRoot, EnvVars: []string{"WARDEN_ROOT"}},
 		}, ociGlobalFlags...),
-		Before: setupLogging,
+		Before: before,
 		Commands: []*cli.Command{
 			policyCommand,
 			bundleCommand,
@@ -163,6 +163,14 @@ func notRequired(f cli.Flag) {
 	case *cli.DurationFlag:
 		f.Required = false
 	}
+}
+
+// before checks the global flags before any command touches the host.
+func before(cliContext *cli.Context) error {
+	if err := runtime.CheckRoot(cliContext.String("root")); err != nil {
+		return err
+	}
+	return setupLogging(cliContext)
 }
 
 func main() {

@@ -329,6 +329,18 @@ void agent_exec_error(const char *name, const char *path, int err, struct event 
 	}
 }
 
+/* cwd_error explains a working folder the command could not start in. */
+static void cwd_error(const char *cwd, int err, struct event *ev)
+{
+	char text[128];
+	if (err == ENOENT) {
+		set_error(ev, 126, "working folder ", cwd, " does not exist in the sandbox; create it first or pass another --cwd");
+		return;
+	}
+	set_error(ev, 126, "working folder ", cwd, ": ");
+	buf_puts(&ev->error, go_error(err, text, sizeof text));
+}
+
 /* clean_join is Go's filepath.Join(dir, name) for a name without a slash:
  * filepath.Clean of the two joined. */
 static char *clean_join(const char *dir, const char *name)
@@ -447,12 +459,20 @@ struct child {
 /* How long a command's process may take to reach its execve. */
 #define EXEC_WAIT_MS 5000
 
+/* What child_main reports on errfd when it fails before execve: the errno,
+ * and whether it was the working folder (so the error names that, not the
+ * command, which was never tried). */
+struct spawn_error {
+	int err, in_cwd;
+};
+
 /* child_main runs in the command's process, a copy of the agent's: a fork,
  * not a vfork, because the sandbox could stop that process (SIGSTOP to the
  * next pid) before its execve, and a vfork parent would wait with it. It
- * reports a failure before execve as an errno on errfd. */
+ * reports a failure before execve as a spawn_error on errfd. */
 static void child_main(const struct child *c, int errfd)
 {
+	struct spawn_error e = {0};
 	/* the agent's own handlers do nothing: before execve resets them, a
 	 * signal to the command must act as it will after */
 	for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
@@ -460,8 +480,12 @@ static void child_main(const struct child *c, int errfd)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (setsid() < 0 || chdir(c->cwd) < 0)
+	if (setsid() < 0)
 		goto fail;
+	if (chdir(c->cwd) < 0) {
+		e.in_cwd = 1;
+		goto fail;
+	}
 	int fds[3];
 	for (int i = 0; i < 3; i++) {
 		fds[i] = c->fds[i];
@@ -474,20 +498,21 @@ static void child_main(const struct child *c, int errfd)
 	if (c->tty && ioctl(0, TIOCSCTTY, 1) < 0)
 		goto fail;
 	execve(c->path, c->argv, c->env);
-fail:;
-	int err = errno;
-	if (write(errfd, &err, sizeof err) < 0)
+fail:
+	e.err = errno;
+	if (write(errfd, &e, sizeof e) < 0)
 		_exit(127);
 	_exit(127);
 }
 
 /* spawn forks a command and waits until it has run execve: 0, or the
- * errno it failed with. *stopped is set when it did not get there in time
- * (it is killed then; signals to the agent do not extend the wait). *pid
- * is the process, to be reaped with the others. */
-static int spawn(const struct child *c, pid_t *pid, int *stopped)
+ * errno it failed with (*in_cwd set when changing to the working folder
+ * failed). *stopped is set when it did not get there in time (it is killed
+ * then; signals to the agent do not extend the wait). *pid is the process,
+ * to be reaped with the others. */
+static int spawn(const struct child *c, pid_t *pid, int *stopped, int *in_cwd)
 {
-	*stopped = 0;
+	*stopped = *in_cwd = 0;
 	int ep[2];
 	if (pipe2(ep, O_CLOEXEC) < 0)
 		return errno;
@@ -516,8 +541,11 @@ static int spawn(const struct child *c, pid_t *pid, int *stopped)
 			*stopped = 1;
 		} else {
 			/* EOF: the pipe closed with a successful execve */
-			while (read(ep[0], &err, sizeof err) < 0 && errno == EINTR) {
+			struct spawn_error e = {0};
+			while (read(ep[0], &e, sizeof e) < 0 && errno == EINTR) {
 			}
+			err = e.err;
+			*in_cwd = e.in_cwd;
 		}
 	}
 	close(ep[0]);
@@ -592,8 +620,8 @@ static pid_t start(const struct agent_config *cfg, struct request *r, const int 
 		memcpy(c.fds, fds, sizeof c.fds);
 	}
 	pid_t pid = 0;
-	int stopped;
-	int err = spawn(&c, &pid, &stopped);
+	int stopped, in_cwd;
+	int err = spawn(&c, &pid, &stopped, &in_cwd);
 	if (slave >= 0)
 		close(slave);
 	if (err || stopped) {
@@ -603,6 +631,8 @@ static pid_t start(const struct agent_config *cfg, struct request *r, const int 
 		*master = -1;
 		if (stopped)
 			set_error(ev, 126, r->argv.v[0], ": did not start: its process was stopped before it could run", NULL);
+		else if (in_cwd)
+			cwd_error(c.cwd, err, ev);
 		else
 			agent_exec_error(r->argv.v[0], path, err, ev);
 		free(path);

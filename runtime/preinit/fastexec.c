@@ -7,7 +7,9 @@
 // caller's stdin, stdout and stderr as SCM_RIGHTS), forwards signals, and
 // exits with the command's status, exactly as the Go client would. Anything
 // else (a terminal, --policy, an unknown flag, no daemon yet, a malformed
-// duration) returns before a single byte is sent, and the Go CLI handles it.
+// duration or one below 1ms, a root that is not a plain absolute path)
+// returns before a single byte is sent, and the Go CLI handles it. Text
+// that is not UTF-8 is refused here as the Go CLI refuses it.
 // WARDEN_FASTPATH=off turns the fast path off.
 
 #define _GNU_SOURCE
@@ -35,6 +37,42 @@ char *fastexec_json_string(const char *s)
 		return NULL;
 	}
 	return b.p;
+}
+
+/* fastexec_valid_utf8 is Go's utf8.ValidString: no stray continuation
+ * bytes, overlong forms, surrogates or code points above U+10FFFF. */
+int fastexec_valid_utf8(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		unsigned c = *p++;
+		if (c < 0x80)
+			continue;
+		int n;
+		unsigned lo = 0x80, hi = 0xbf;
+		if (c >= 0xc2 && c <= 0xdf)
+			n = 1;
+		else if (c >= 0xe0 && c <= 0xef) {
+			n = 2;
+			if (c == 0xe0)
+				lo = 0xa0; /* overlong */
+			else if (c == 0xed)
+				hi = 0x9f; /* surrogates */
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			n = 3;
+			if (c == 0xf0)
+				lo = 0x90; /* overlong */
+			else if (c == 0xf4)
+				hi = 0x8f; /* above U+10FFFF */
+		} else
+			return 0;
+		for (int i = 0; i < n; i++, p++) {
+			if (*p < lo || *p > hi)
+				return 0;
+			lo = 0x80, hi = 0xbf;
+		}
+	}
+	return 1;
 }
 
 /* ---- durations, as Go's time.ParseDuration reads them ---------------- */
@@ -227,7 +265,8 @@ static int parse_args(int argc, char **argv, struct request *r)
 		} else if (!strcmp(name, "cwd")) {
 			r->cwd = value;
 		} else if (!strcmp(name, "timeout")) {
-			if (fastexec_parse_duration(value, &r->timeout))
+			/* below 1ms (policies.MinTimeout) the Go CLI refuses it */
+			if (fastexec_parse_duration(value, &r->timeout) || r->timeout < 1000000)
 				return -1;
 		} else {
 			if (strchr(value, ','))
@@ -262,11 +301,45 @@ static void fail(const char *what, const char *detail)
 	_exit(EXIT_WARDEN);
 }
 
+/* check_utf8 refuses text JSON cannot carry unchanged: Go's decoder would
+ * put U+FFFD in its place, which can name another file. The words are
+ * runtime.CheckExec's. */
+static void check_utf8(const struct request *r)
+{
+	for (int i = 0; i < r->argc; i++)
+		if (!fastexec_valid_utf8(r->argv[i])) {
+			dprintf(2, "warden: argument %d is not valid UTF-8; warden passes arguments as UTF-8 text\n", i + 1);
+			_exit(EXIT_WARDEN);
+		}
+	for (int i = 0; i < r->nenv; i++)
+		if (!fastexec_valid_utf8(r->env[i])) {
+			dprintf(2, "warden: --env is not valid UTF-8; warden passes flag values as UTF-8 text\n");
+			_exit(EXIT_WARDEN);
+		}
+	if (r->cwd && !fastexec_valid_utf8(r->cwd)) {
+		dprintf(2, "warden: --cwd is not valid UTF-8; warden passes flag values as UTF-8 text\n");
+		_exit(EXIT_WARDEN);
+	}
+}
+
+/* plain_root accepts an absolute root written plainly; "/" and any other
+ * spelling ("//", "/x/../", a trailing slash) go to the Go CLI, which
+ * cleans the path and refuses "/". */
+static int plain_root(const char *root)
+{
+	size_t n = strlen(root);
+	if (n < 2 || root[0] != '/' || root[n - 1] == '/' || root[n - 1] == ' ')
+		return 0;
+	return !strstr(root, "//") && !strstr(root, "/./") && !strstr(root, "/../") &&
+	       strcmp(root + n - 2, "/.") != 0 && (n < 3 || strcmp(root + n - 3, "/..") != 0);
+}
+
 static void run(struct request *r, char **envp)
 {
 	for (int fd = 0; fd < 3; fd++)
 		if (fcntl(fd, F_GETFD) < 0)
 			return; /* a closed stdio descriptor: the Go CLI reports it */
+	check_utf8(r);
 
 	struct buf req = {0};
 	buf_puts(&req, "{\"op\":\"exec\",\"id\":");
@@ -277,13 +350,17 @@ static void run(struct request *r, char **envp)
 		buf_puts(&req, ",\"env\":");
 		json_put_strings(&req, r->env, r->nenv);
 	}
+	/* the caller's variables that are not UTF-8 are left out, as the Go
+	 * client does: only the policy's env.allow names pass anyway */
 	int n = 0;
-	while (envp && envp[n])
-		n++;
-	if (n) {
-		buf_puts(&req, ",\"callerEnv\":");
-		json_put_strings(&req, envp, n);
+	for (int k = 0; envp && envp[k]; k++) {
+		if (!fastexec_valid_utf8(envp[k]))
+			continue;
+		buf_puts(&req, n++ ? "," : ",\"callerEnv\":[");
+		json_put_string(&req, envp[k]);
 	}
+	if (n)
+		buf_puts(&req, "]");
 	if (r->cwd && *r->cwd) {
 		buf_puts(&req, ",\"cwd\":");
 		json_put_string(&req, r->cwd);
@@ -298,11 +375,11 @@ static void run(struct request *r, char **envp)
 
 	const char *root = r->root;
 	if (!root) {
-		root = getenv("WARDEN_ROOT");
-		if (!root || !*root)
+		root = getenv("WARDEN_ROOT"); /* an empty one: the Go CLI refuses it */
+		if (!root)
 			root = FASTEXEC_DEFAULT_ROOT;
 	}
-	if (root[0] != '/' || root[strlen(root) - 1] == ' ')
+	if (!plain_root(root))
 		return;
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/warden.sock", root) >= sizeof addr.sun_path)

@@ -25,6 +25,12 @@ func parseDuration(s string) (int64, bool) {
 	return int64(out), true
 }
 
+func validUTF8(s string) bool {
+	cs := C.CString(s)
+	defer C.free(unsafe.Pointer(cs))
+	return C.fastexec_valid_utf8(cs) != 0
+}
+
 func jsonString(s string) string {
 	cs := C.CString(s)
 	defer C.free(unsafe.Pointer(cs))

@@ -7,6 +7,7 @@
 /* runtime.DefaultRoot */
 #define FASTEXEC_DEFAULT_ROOT "/run/warden"
 
+int fastexec_valid_utf8(const char *s);
 int fastexec_parse_duration(const char *s, int64_t *out);
 char *fastexec_json_string(const char *s);
 int fastexec_parse_reply(const char *msg, size_t len, int *has_error, char **error, int *has_result,

@@ -119,3 +119,32 @@ func FuzzParseReply(f *testing.F) {
 		}
 	})
 }
+
+// The C check of UTF-8 must be Go's utf8.ValidString: what one refuses the
+// other refuses, so the fast path and the Go CLI agree.
+func TestValidUTF8(t *testing.T) {
+	for _, s := range []string{
+		"", "plain", "é", "日本", "𝄞", "\u07ff", "\u0800", "\uffff", "\U00010000", "\U0010ffff", "x\xef\xbf\xbd",
+		"x\xff", "\x80", "\xc0\xaf", "\xc1\xbf", "\xe0\x80\xaf", "\xe0\x9f\xbf", "\xed\xa0\x80", "\xed\xbf\xbf",
+		"\xf0\x80\x80\xaf", "\xf0\x8f\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xc3", "\xe2\x82", "\xf0\x9f\x98",
+		"a\xc3(", "\xe2\x28\xa1", "\xfe", "\xff\xfe",
+	} {
+		if got, want := validUTF8(s), utf8.ValidString(s); got != want {
+			t.Errorf("%q: C %v, Go %v", s, got, want)
+		}
+	}
+}
+
+func FuzzValidUTF8(f *testing.F) {
+	for _, s := range []string{"é", "x\xff", "\xed\xa0\x80", "\xf4\x90\x80\x80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return // a C string ends there
+		}
+		if got, want := validUTF8(s), utf8.ValidString(s); got != want {
+			t.Errorf("%q: C %v, Go %v", s, got, want)
+		}
+	})
+}
