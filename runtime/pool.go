@@ -180,17 +180,38 @@ func (rt *Runtime) sessionSpec(p *policies.Policy, vars policies.Vars, id spec.I
 	return b, nil
 }
 
+// resolveMissing resolves the symlinks of a path that may not exist yet:
+// those of its longest existing parent.
+func resolveMissing(p string) (string, error) {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for {
+		resolved, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(resolved, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || p == "/" {
+			return "", err
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = filepath.Dir(p)
+	}
+}
+
 // checkStateRoot refuses a sandbox that would see into warden's state root
 // other than through its own bundle: a writable grant is id-mapped to its
 // owner, so one that holds the root (root-owned) gives the sandbox the
 // daemon's socket, and through it any policy; one inside the root is
 // warden's own state, which gc removes.
 func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string) error {
-	root, err := filepath.EvalSymlinks(rt.Root)
+	root, err := resolveMissing(rt.Root) // made only once the spec is good
 	if err != nil {
 		return err
 	}
-	placeholder, _ := filepath.EvalSymlinks(rt.placeholder())
+	placeholder, _ := resolveMissing(rt.placeholder())
 	for _, m := range b.Spec.Mounts {
 		if m.Type != "bind" || m.Source == rt.Binary || m.Source == placeholder {
 			continue // the placeholder stands for a pooled sandbox's folders, never mounted
