@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -17,9 +16,9 @@ import (
 // Load reads and validates a policy file. Limits the file leaves out take
 // DefaultLimits.
 func Load(path string) (*Policy, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path, "policy", MaxPolicyFile)
 	if err != nil {
-		return nil, fmt.Errorf("load policy: %w", err)
+		return nil, err
 	}
 	return Parse(path, data)
 }

@@ -127,9 +127,9 @@ type CreateOptions struct {
 
 // LoadBundleSpec reads a bundle's config.json.
 func LoadBundleSpec(bundle string) (*specs.Spec, error) {
-	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	data, err := policies.ReadFile(filepath.Join(bundle, "config.json"), "config.json", policies.MaxSpecFile)
 	if err != nil {
-		return nil, fmt.Errorf("bundle %s: %w", bundle, err)
+		return nil, err // names the file
 	}
 	var s specs.Spec
 	if err := json.Unmarshal(data, &s); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime"
 )
 
@@ -92,7 +93,7 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, ru
 	for _, c := range ociGlobals.capAllow {
 		e.Args = append(e.Args, "--cap-allow", c)
 	}
-	current, err := os.ReadFile(path)
+	current, err := policies.ReadFile(path, "engine config", policies.MaxSpecFile)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("install: %w", err)
 	}
