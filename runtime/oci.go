@@ -138,6 +138,10 @@ func LoadBundleSpec(bundle string) (*specs.Spec, error) {
 	if s.Process == nil {
 		return nil, fmt.Errorf("bundle %s: config.json has no process", bundle)
 	}
+	if len(s.Process.Args) == 0 {
+		// As runc: libcontainer's init would panic on it.
+		return nil, fmt.Errorf("bundle %s: config.json: process.args must not be empty; give the command to run", bundle)
+	}
 	if s.Root == nil || s.Root.Path == "" {
 		return nil, fmt.Errorf("bundle %s: config.json has no root.path", bundle)
 	}
