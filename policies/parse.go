@@ -3,7 +3,6 @@ package policies
 import (
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -389,9 +388,6 @@ func decodeLimits(d *decoder, t *table, p *Policy) error {
 			f = float64(v)
 		default:
 			return d.errf(n, "wrong type: got %s, want a number of cores such as 1.0 or 0.5", typeName(n.val))
-		}
-		if math.IsInf(f, 0) {
-			f = math.NaN()
 		}
 		if err := checkCPU(f); err != nil {
 			return d.errf(n, "%v", err)
