@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"os/signal"
 
 	"github.com/sirupsen/logrus"
@@ -55,6 +58,10 @@ the file leaves the kernel as it is.`,
 		configPath := cliContext.String("config")
 		if configPath == "" {
 			configPath = runtime.ConfigPath(rt.Root)
+		} else if _, err := os.Stat(configPath); errors.Is(err, fs.ErrNotExist) {
+			// Only the default file may be missing: a named one that is not
+			// there is a typo, not an empty configuration.
+			return fmt.Errorf("--config %s: no such file; give an existing file, or leave --config out for the default", configPath)
 		}
 		config, err := runtime.LoadConfig(configPath)
 		if err != nil {

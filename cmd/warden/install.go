@@ -68,6 +68,10 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, ru
 	}
 	e := runtime.RuntimeEntry{Name: cliContext.String("name"), Binary: binary}
 	if p := ociGlobals.policy; p != "" {
+		// The engine would otherwise accept it and fail every container.
+		if _, err := policies.Load(p); err != nil {
+			return fmt.Errorf("install: %w", err)
+		}
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			return err

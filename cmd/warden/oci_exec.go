@@ -55,13 +55,17 @@ func ociExec(cliContext *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	fds, err := preserveFDs(cliContext)
+	if err != nil {
+		return err
+	}
 	p, err := execProcess(cliContext, o, id)
 	if err != nil {
 		return err
 	}
 	status, err := o.Exec(id, runtime.OCIExecOptions{
 		Process: p, Detach: cliContext.Bool("detach"), PidFile: cliContext.String("pid-file"),
-		ConsoleSocket: cliContext.String("console-socket"), PreserveFDs: cliContext.Int("preserve-fds"),
+		ConsoleSocket: cliContext.String("console-socket"), PreserveFDs: fds,
 	})
 	if err != nil {
 		return err
