@@ -47,17 +47,10 @@ the file leaves the kernel as it is.`,
 			// libcontainer then seals a copy per sandbox start instead.
 			logrus.Warnf("running from a sealed copy of the binary: %v; every sandbox start seals its own", err)
 		}
-		rt, err := newRuntime(cliContext)
-		if err != nil {
-			return err
-		}
-		audit := cliContext.String("audit-log")
-		if audit == "" {
-			audit = runtime.AuditPath(rt.Root)
-		}
+		// The configuration first: a bad one leaves no state root behind.
 		configPath := cliContext.String("config")
 		if configPath == "" {
-			configPath = runtime.ConfigPath(rt.Root)
+			configPath = runtime.ConfigPath(cliContext.String("root"))
 		} else if _, err := os.Stat(configPath); errors.Is(err, fs.ErrNotExist) {
 			// Only the default file may be missing: a named one that is not
 			// there is a typo, not an empty configuration.
@@ -66,6 +59,14 @@ the file leaves the kernel as it is.`,
 		config, err := runtime.LoadConfig(configPath)
 		if err != nil {
 			return err
+		}
+		rt, err := newRuntime(cliContext)
+		if err != nil {
+			return err
+		}
+		audit := cliContext.String("audit-log")
+		if audit == "" {
+			audit = runtime.AuditPath(rt.Root)
 		}
 		d, err := runtime.NewDaemon(rt, audit)
 		if errors.Is(err, runtime.ErrDaemonRunning) {
