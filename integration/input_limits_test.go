@@ -101,6 +101,8 @@ func TestInputLimitsDevicesAndBigFiles(t *testing.T) {
 		{"policy check 2 MiB", []string{"policy", "check", big}, []string{"big.toml is 2 MiB; a policy may be at most 1 MiB"}},
 		{"policy import /dev/zero", []string{"policy", "import", "/dev/zero"}, []string{"SKILL.md /dev/zero: not a regular file"}},
 		{"daemon --config /dev/zero", []string{"--root", root, "daemon", "--config", "/dev/zero"}, []string{"config /dev/zero: not a regular file"}},
+		{"logs --audit-log /dev/zero", []string{"--root", root, "logs", "--audit-log", "/dev/zero"}, []string{"audit log /dev/zero: not a regular file"}},
+		{"logs --audit-log fifo", []string{"--root", root, "logs", "--audit-log", fifo}, []string{"not a regular file"}},
 		{"exec --process /dev/zero", []string{"--root", root, "exec", "--process", "/dev/zero", "some-container"}, []string{"--process file /dev/zero: not a regular file"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
