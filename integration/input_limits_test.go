@@ -246,11 +246,26 @@ func TestInputLimitsPolicyCheckAsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newRoot(t)
-	for _, w := range []string{"/", "/etc", "/proc", "/sys/fs/cgroup"} {
-		t.Run(w, func(t *testing.T) {
-			p := writeFile(t, dir, "p.toml", "name = \"t\"\n[fs]\nwrite = [\""+w+"\"]\n")
+	// A program the sandbox may run inside a folder it may write: refused
+	// only once the whole spec is built.
+	grant := filepath.Join(dir, "grant")
+	if err := os.Mkdir(grant, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(grant, "prog"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, fs := range map[string]string{
+		"write /":              `write = ["/"]`,
+		"write /etc":           `write = ["/etc"]`,
+		"write /proc":          `write = ["/proc"]`,
+		"write /sys/fs/cgroup": `write = ["/sys/fs/cgroup"]`,
+		"exec in a write":      "write = [\"" + grant + "\"]\n[exec]\nallow = [\"" + grant + "/prog\"]",
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := writeFile(t, dir, "p.toml", "name = \"t\"\n[fs]\n"+fs+"\n")
 			check := runWarden(t, nil, "policy", "check", p)
-			expectFailure(t, check, "p.toml: invalid: fs")
+			expectFailure(t, check, "p.toml: invalid: ")
 			do := r.warden("do", "--policy", p, "--workspace", ws, "--", "true")
 			expectFailure(t, do)
 			runMsg := strings.TrimPrefix(strings.TrimSpace(do.Stderr), "warden: ")
