@@ -127,9 +127,22 @@ func checkPids(n int64) error {
 
 func checkCPU(f float64) error {
 	if math.IsNaN(f) || f < MinCPU || f > MaxCPU {
-		return fmt.Errorf("%v is out of range; use %v to %v cores", f, MinCPU, MaxCPU)
+		return fmt.Errorf("%s is out of range; use %v to %v cores", describeCPU(f), MinCPU, MaxCPU)
 	}
 	return nil
+}
+
+// describeCPU spells infinities and NaN as TOML does, as the file has them.
+func describeCPU(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 func parseDuration(s string, lo, hi time.Duration) (time.Duration, error) {

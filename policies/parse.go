@@ -3,8 +3,6 @@ package policies
 import (
 	"errors"
 	"fmt"
-	"math"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -17,9 +15,9 @@ import (
 // Load reads and validates a policy file. Limits the file leaves out take
 // DefaultLimits.
 func Load(path string) (*Policy, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path, "policy", MaxPolicyFile)
 	if err != nil {
-		return nil, fmt.Errorf("load policy: %w", err)
+		return nil, err
 	}
 	return Parse(path, data)
 }
@@ -390,9 +388,6 @@ func decodeLimits(d *decoder, t *table, p *Policy) error {
 			f = float64(v)
 		default:
 			return d.errf(n, "wrong type: got %s, want a number of cores such as 1.0 or 0.5", typeName(n.val))
-		}
-		if math.IsInf(f, 0) {
-			f = math.NaN()
 		}
 		if err := checkCPU(f); err != nil {
 			return d.errf(n, "%v", err)

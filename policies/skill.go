@@ -3,7 +3,6 @@ package policies
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,9 +18,9 @@ import (
 // are checked exactly as in a TOML policy; unknown keys under permissions
 // are errors, other front-matter keys (version, metadata, ...) are ignored.
 func ImportSkill(path string) (*Policy, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path, "SKILL.md", MaxPolicyFile)
 	if err != nil {
-		return nil, fmt.Errorf("import skill: %w", err)
+		return nil, err
 	}
 	return parseSkill(path, data)
 }

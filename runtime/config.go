@@ -45,11 +45,11 @@ var poolConfigKeys = []string{"policy", "size", "skill_dir", "home"}
 // configuration. Keys are checked exactly: an unknown or misspelt one is
 // an error naming it.
 func LoadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := policies.ReadFile(path, "config", policies.MaxPolicyFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Config{FavorDynmods: true}, nil
 	} else if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, err
 	}
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {

@@ -138,9 +138,9 @@ func loadPoolPolicy(files []string) (*policies.Policy, []byte, error) {
 	var all []*policies.Policy
 	var text []byte
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := policies.ReadFile(f, "pool policy", policies.MaxPolicyFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("pool policy: %w", err)
+			return nil, nil, err
 		}
 		p, err := policies.Parse(f, data)
 		if err != nil {

@@ -127,9 +127,9 @@ type CreateOptions struct {
 
 // LoadBundleSpec reads a bundle's config.json.
 func LoadBundleSpec(bundle string) (*specs.Spec, error) {
-	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	data, err := policies.ReadFile(filepath.Join(bundle, "config.json"), "config.json", policies.MaxSpecFile)
 	if err != nil {
-		return nil, fmt.Errorf("bundle %s: %w", bundle, err)
+		return nil, err // names the file
 	}
 	var s specs.Spec
 	if err := json.Unmarshal(data, &s); err != nil {
@@ -137,6 +137,10 @@ func LoadBundleSpec(bundle string) (*specs.Spec, error) {
 	}
 	if s.Process == nil {
 		return nil, fmt.Errorf("bundle %s: config.json has no process", bundle)
+	}
+	if len(s.Process.Args) == 0 {
+		// As runc: libcontainer's init would panic on it.
+		return nil, fmt.Errorf("bundle %s: config.json: process.args must not be empty; give the command to run", bundle)
 	}
 	if s.Root == nil || s.Root.Path == "" {
 		return nil, fmt.Errorf("bundle %s: config.json has no root.path", bundle)

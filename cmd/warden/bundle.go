@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -34,7 +35,12 @@ run it as root with an OCI runtime, for example: runc run --bundle DIR ID`,
 		}
 		o.Terminal = cliContext.Bool("tty")
 		o.CgroupsPath = cliContext.String("cgroups-path")
-		o.Identity = spec.Identity{UID: uint32(cliContext.Uint("uid")), GID: uint32(cliContext.Uint("gid"))}
+		if o.Identity.UID, err = hostID(cliContext, "uid"); err != nil {
+			return err
+		}
+		if o.Identity.GID, err = hostID(cliContext, "gid"); err != nil {
+			return err
+		}
 		b, err := spec.Generate(o)
 		if err != nil {
 			return err
@@ -67,6 +73,18 @@ func sandboxOptions(cliContext *cli.Context, files []string, bundleDir string) (
 		Args:      cliContext.Args().Slice(),
 		CallerEnv: os.Environ(),
 	}, nil
+}
+
+// hostID reads --uid or --gid, the host id the sandbox's root maps to: not
+// 0 (host root), and below 4294967295, which the kernel takes as no id
+// ((uid_t)-1) and cannot map.
+func hostID(cliContext *cli.Context, flag string) (uint32, error) {
+	const highest = math.MaxUint32 - 1
+	v := cliContext.Uint(flag)
+	if v < 1 || v > highest {
+		return 0, fmt.Errorf("--%s %d: out of range; give an unprivileged host id from 1 to %d", flag, v, highest)
+	}
+	return uint32(v), nil
 }
 
 func printWarnings(cliContext *cli.Context, b *spec.Bundle) {

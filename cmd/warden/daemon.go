@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"os/signal"
 
 	"github.com/sirupsen/logrus"
@@ -44,6 +47,19 @@ the file leaves the kernel as it is.`,
 			// libcontainer then seals a copy per sandbox start instead.
 			logrus.Warnf("running from a sealed copy of the binary: %v; every sandbox start seals its own", err)
 		}
+		// The configuration first: a bad one leaves no state root behind.
+		configPath := cliContext.String("config")
+		if configPath == "" {
+			configPath = runtime.ConfigPath(cliContext.String("root"))
+		} else if _, err := os.Stat(configPath); errors.Is(err, fs.ErrNotExist) {
+			// Only the default file may be missing: a named one that is not
+			// there is a typo, not an empty configuration.
+			return fmt.Errorf("--config %s: no such file; give an existing file, or leave --config out for the default", configPath)
+		}
+		config, err := runtime.LoadConfig(configPath)
+		if err != nil {
+			return err
+		}
 		rt, err := newRuntime(cliContext)
 		if err != nil {
 			return err
@@ -51,14 +67,6 @@ the file leaves the kernel as it is.`,
 		audit := cliContext.String("audit-log")
 		if audit == "" {
 			audit = runtime.AuditPath(rt.Root)
-		}
-		configPath := cliContext.String("config")
-		if configPath == "" {
-			configPath = runtime.ConfigPath(rt.Root)
-		}
-		config, err := runtime.LoadConfig(configPath)
-		if err != nil {
-			return err
 		}
 		d, err := runtime.NewDaemon(rt, audit)
 		if errors.Is(err, runtime.ErrDaemonRunning) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime"
 )
 
@@ -67,6 +68,10 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, ru
 	}
 	e := runtime.RuntimeEntry{Name: cliContext.String("name"), Binary: binary}
 	if p := ociGlobals.policy; p != "" {
+		// The engine would otherwise accept it and fail every container.
+		if _, err := policies.Load(p); err != nil {
+			return fmt.Errorf("install: %w", err)
+		}
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			return err
@@ -92,7 +97,7 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, ru
 	for _, c := range ociGlobals.capAllow {
 		e.Args = append(e.Args, "--cap-allow", c)
 	}
-	current, err := os.ReadFile(path)
+	current, err := policies.ReadFile(path, "engine config", policies.MaxSpecFile)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("install: %w", err)
 	}

@@ -31,6 +31,11 @@ var logsCommand = &cli.Command{
 			root, _ := filepath.Abs(cliContext.String("root"))
 			path = runtime.AuditPath(root)
 		}
+		// A device (/dev/zero) would be one endless line; opening a FIFO
+		// would block.
+		if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+			return fmt.Errorf("audit log %s: not a regular file; give the audit log's path", path)
+		}
 		f, err := os.Open(path)
 		if err != nil {
 			return fmt.Errorf("audit log: %w (nothing has run under this root yet?)", err)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/warden-sandbox/warden/runtime"
@@ -15,13 +17,23 @@ var createFlags = []cli.Flag{
 	&cli.IntFlag{Name: "preserve-fds", Usage: "pass `N` more file descriptors (3 and on) to the container"},
 }
 
-func createOptions(cliContext *cli.Context, id string) runtime.CreateOptions {
+func createOptions(cliContext *cli.Context, id string) (runtime.CreateOptions, error) {
+	fds, err := preserveFDs(cliContext)
 	return runtime.CreateOptions{
 		ID: id, Bundle: cliContext.String("bundle"), PidFile: cliContext.String("pid-file"),
 		ConsoleSocket: cliContext.String("console-socket"), NoPivot: cliContext.Bool("no-pivot"),
-		NoNewKeyring: cliContext.Bool("no-new-keyring"), PreserveFDs: cliContext.Int("preserve-fds"),
+		NoNewKeyring: cliContext.Bool("no-new-keyring"), PreserveFDs: fds,
 		Detach: cliContext.Bool("detach"),
+	}, err
+}
+
+// preserveFDs is --preserve-fds: a count, so never negative.
+func preserveFDs(cliContext *cli.Context) (int, error) {
+	n := cliContext.Int("preserve-fds")
+	if n < 0 {
+		return 0, fmt.Errorf("--preserve-fds %d: give the number of extra file descriptors to pass, 0 or more", n)
 	}
+	return n, nil
 }
 
 var createCommand = &cli.Command{
@@ -30,7 +42,11 @@ var createCommand = &cli.Command{
 	ArgsUsage: "CONTAINER-ID",
 	Flags:     createFlags,
 	Action: onContainer(func(cliContext *cli.Context, o *runtime.OCI, id string) error {
-		_, err := o.Create(createOptions(cliContext, id), false)
+		opts, err := createOptions(cliContext, id)
+		if err != nil {
+			return err
+		}
+		_, err = o.Create(opts, false)
 		return err
 	}),
 }
@@ -41,7 +57,11 @@ var runCommand = &cli.Command{
 	ArgsUsage: "CONTAINER-ID",
 	Flags:     append([]cli.Flag{&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "do not wait for the container"}}, createFlags...),
 	Action: onContainer(func(cliContext *cli.Context, o *runtime.OCI, id string) error {
-		status, err := o.Create(createOptions(cliContext, id), true)
+		opts, err := createOptions(cliContext, id)
+		if err != nil {
+			return err
+		}
+		status, err := o.Create(opts, true)
 		if err != nil {
 			return err
 		}

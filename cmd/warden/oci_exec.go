@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/urfave/cli/v2"
 
+	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime"
 )
 
@@ -55,13 +55,17 @@ func ociExec(cliContext *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	fds, err := preserveFDs(cliContext)
+	if err != nil {
+		return err
+	}
 	p, err := execProcess(cliContext, o, id)
 	if err != nil {
 		return err
 	}
 	status, err := o.Exec(id, runtime.OCIExecOptions{
 		Process: p, Detach: cliContext.Bool("detach"), PidFile: cliContext.String("pid-file"),
-		ConsoleSocket: cliContext.String("console-socket"), PreserveFDs: cliContext.Int("preserve-fds"),
+		ConsoleSocket: cliContext.String("console-socket"), PreserveFDs: fds,
 	})
 	if err != nil {
 		return err
@@ -73,9 +77,9 @@ func ociExec(cliContext *cli.Context) error {
 // config.json and the inline flags.
 func execProcess(cliContext *cli.Context, o *runtime.OCI, id string) (*specs.Process, error) {
 	if path := cliContext.String("process"); path != "" {
-		data, err := os.ReadFile(path)
+		data, err := policies.ReadFile(path, "--process file", policies.MaxSpecFile)
 		if err != nil {
-			return nil, fmt.Errorf("--process: %w", err)
+			return nil, err
 		}
 		var p specs.Process
 		if err := json.Unmarshal(data, &p); err != nil {

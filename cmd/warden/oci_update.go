@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/urfave/cli/v2"
 
+	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime"
 )
 
@@ -30,14 +32,13 @@ var updateCommand = &cli.Command{
 		}
 		var r specs.LinuxResources
 		if in := cliContext.String("resources"); in != "" {
-			var src io.Reader = os.Stdin
+			var src io.Reader = io.LimitReader(os.Stdin, policies.MaxSpecFile)
 			if in != "-" {
-				f, err := os.Open(in)
+				data, err := policies.ReadFile(in, "--resources file", policies.MaxSpecFile)
 				if err != nil {
-					return fmt.Errorf("--resources: %w", err)
+					return err
 				}
-				defer f.Close()
-				src = f
+				src = bytes.NewReader(data)
 			}
 			if err := json.NewDecoder(src).Decode(&r); err != nil {
 				return fmt.Errorf("--resources: not runtime-spec linux.resources JSON: %w", err)

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/spec"
 )
 
 var policyCommand = &cli.Command{
@@ -31,9 +33,13 @@ var policyCheckCommand = &cli.Command{
 		if err := checkArgs(cliContext, 1, -1, "one or more policy files"); err != nil {
 			return err
 		}
+		host, err := spec.DetectHost()
+		if err != nil {
+			return err
+		}
 		failed := 0
 		for _, f := range cliContext.Args().Slice() {
-			p, err := policies.Load(f)
+			p, err := checkPolicy(f, host)
 			if err != nil {
 				fmt.Fprintf(cliContext.App.ErrWriter, "warden: %v\n", err)
 				failed++
@@ -46,6 +52,38 @@ var policyCheckCommand = &cli.Command{
 		}
 		return nil
 	},
+}
+
+// checkPolicy loads a policy file and generates the spec a run would make
+// of it on this host, so it refuses what every run refuses. As in a warm
+// pool, an empty placeholder folder stands for the session's folders
+// ($WORK_DIR, $DATA_DIR), which only a run knows.
+func checkPolicy(file string, host spec.Host) (*policies.Policy, error) {
+	p, err := policies.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	skillDir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return nil, err
+	}
+	placeholder, err := os.MkdirTemp("", "warden-policy-check-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(placeholder)
+	home, _ := os.UserHomeDir()
+	_, err = spec.Generate(spec.Options{
+		Policy:      p,
+		Vars:        policies.Vars{SkillDir: skillDir, WorkDir: placeholder, DataDir: placeholder, Home: home},
+		Host:        host,
+		BundleDir:   "/bundle",
+		Placeholder: placeholder,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return p, nil
 }
 
 var policyMergeCommand = &cli.Command{
