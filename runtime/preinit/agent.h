@@ -78,10 +78,10 @@ struct stdio_files {
  * which give nothing away, are left out. */
 void stdio_files_of(const int *fds, int nfds, int master, struct stdio_files *out);
 /* leftover_kill SIGKILLs every process in the sandbox, but the agent and
- * the pids for which running is true, that still holds one of files: it
- * runs once a command ended. A process whose descriptors the agent cannot
- * read counts as holding them, unless it is in a running command's
- * session. Cheap when the agent has no child left. */
+ * the pids for which running is true, that still holds one of files after
+ * a short grace (GRACE_MS): it runs once a command ended. A process whose
+ * descriptors the agent cannot read counts as holding them, unless it is
+ * in a running command's session. Cheap when the agent has no child left. */
 void leftover_kill(const struct stdio_files *files, int (*running)(pid_t));
 
 /* ---- Landlock (landlock.c) ------------------------------------------ */

@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -23,6 +24,10 @@
 /* A process that forks faster than the agent kills is caught by the next
  * pass: a process with a fatal signal pending forks no more. */
 #define PASSES 16
+/* How long a holder has to let go: `server >log 2>&1 </dev/null &` holds
+ * the caller's stdio from its fork until its redirections, and its shell
+ * may end first. */
+#define GRACE_MS 100
 
 static void add_file(struct stdio_files *out, const struct stat *st)
 {
@@ -169,11 +174,11 @@ static int holds(int proc, pid_t pid, const struct stdio_files *files)
 	return found;
 }
 
-/* kill_pass kills, once, every process but PID 1 and the running
+/* kill_pass finds, once, every process but PID 1 and the running
  * commands' own that holds one of files, or whose descriptors cannot be
  * read while it belongs to no running command's session. It returns how
- * many it killed. */
-static int kill_pass(const struct stdio_files *files, int (*running)(pid_t))
+ * many it found, killing them when told to. */
+static int kill_pass(const struct stdio_files *files, int (*running)(pid_t), int kill_them)
 {
 	DIR *d = opendir("/proc");
 	if (!d)
@@ -195,7 +200,7 @@ static int kill_pass(const struct stdio_files *files, int (*running)(pid_t))
 			if (sid > 0 && running(sid))
 				continue;
 		}
-		if (kill(pid, SIGKILL) == 0)
+		if (!kill_them || kill(pid, SIGKILL) == 0)
 			killed++;
 	}
 	closedir(d);
@@ -206,6 +211,15 @@ void leftover_kill(const struct stdio_files *files, int (*running)(pid_t))
 {
 	if (files->n == 0 || alone())
 		return;
-	for (int i = 0; i < PASSES && kill_pass(files, running) > 0; i++) {
+	for (int waited = 0, step = 1; kill_pass(files, running, 0) > 0; waited += step, step *= 2) {
+		if (waited >= GRACE_MS) {
+			for (int i = 0; i < PASSES && kill_pass(files, running, 1) > 0; i++) {
+			}
+			return;
+		}
+		if (step > 20)
+			step = 20;
+		struct timespec t = {.tv_nsec = step * 1000000L};
+		nanosleep(&t, NULL);
 	}
 }
