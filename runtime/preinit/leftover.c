@@ -21,9 +21,10 @@
 
 #include "agent.h"
 
-/* A process that forks faster than the agent kills is caught by the next
- * pass: a process with a fatal signal pending forks no more. */
-#define PASSES 16
+/* A process that forked before it was killed (one with a fatal signal
+ * pending forks no more) is caught by a later pass; a killed one may
+ * still hold the files for a moment as it dies. */
+#define PASSES 64
 /* How long a holder has to let go: `server >log 2>&1 </dev/null &` holds
  * the caller's stdio from its fork until its redirections, and its shell
  * may end first. */
@@ -183,7 +184,7 @@ static int kill_pass(const struct stdio_files *files, int (*running)(pid_t), int
 	DIR *d = opendir("/proc");
 	if (!d)
 		return 0;
-	int proc = dirfd(d), killed = 0;
+	int proc = dirfd(d), found = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		pid_t pid;
@@ -200,11 +201,18 @@ static int kill_pass(const struct stdio_files *files, int (*running)(pid_t), int
 			if (sid > 0 && running(sid))
 				continue;
 		}
-		if (!kill_them || kill(pid, SIGKILL) == 0)
-			killed++;
+		if (kill_them)
+			kill(pid, SIGKILL);
+		found++;
 	}
 	closedir(d);
-	return killed;
+	return found;
+}
+
+static void nap(int ms)
+{
+	struct timespec t = {.tv_nsec = ms * 1000000L};
+	nanosleep(&t, NULL);
 }
 
 void leftover_kill(const struct stdio_files *files, int (*running)(pid_t))
@@ -213,13 +221,12 @@ void leftover_kill(const struct stdio_files *files, int (*running)(pid_t))
 		return;
 	for (int waited = 0, step = 1; kill_pass(files, running, 0) > 0; waited += step, step *= 2) {
 		if (waited >= GRACE_MS) {
-			for (int i = 0; i < PASSES && kill_pass(files, running, 1) > 0; i++) {
-			}
+			for (int i = 0; i < PASSES && kill_pass(files, running, 1) > 0; i++)
+				nap(1);
 			return;
 		}
 		if (step > 20)
 			step = 20;
-		struct timespec t = {.tv_nsec = step * 1000000L};
-		nanosleep(&t, NULL);
+		nap(step);
 	}
 }
