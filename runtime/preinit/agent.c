@@ -648,6 +648,7 @@ struct conn {
 	int fd;
 	pid_t pid;   /* the command, once started */
 	int reading; /* the connection is watched for messages */
+	struct stdio_files stdio; /* what the command's stdio are */
 	struct conn *next;
 };
 
@@ -855,6 +856,8 @@ static void serve(struct conn *c)
 	/* A pooled sandbox seals before its first command at the latest. */
 	if (seal(&ev) == 0 && !r.seal)
 		pid = start(&agent.cfg, &r, fds, nfds, &master, &ev);
+	if (pid)
+		stdio_files_of(fds, nfds, master, &c->stdio);
 	close_fds(fds, nfds);
 	agent_free_request(&r);
 	if (!pid) {
@@ -897,6 +900,34 @@ static void control(struct conn *c)
 	free(msg);
 }
 
+/* running_command: pid is a command's that still runs. */
+static int running_command(pid_t pid)
+{
+	for (struct conn *c = agent.conns; c; c = c->next)
+		if (c->pid == pid)
+			return 1;
+	return 0;
+}
+
+/* kill_leftovers kills what c's ended command left holding its caller's
+ * stdio, before the caller hears of the end. A file that another running
+ * command has as its own stdio too (a caller passed the same pipe to
+ * both) is spared with it. */
+static void kill_leftovers(struct conn *c)
+{
+	struct stdio_files files = {.n = 0};
+	for (int i = 0; i < c->stdio.n; i++) {
+		int shared = 0;
+		for (struct conn *o = agent.conns; o; o = o->next)
+			for (int j = 0; o != c && o->pid && j < o->stdio.n; j++)
+				shared |= o->stdio.v[j].dev == c->stdio.v[i].dev && o->stdio.v[j].ino == c->stdio.v[i].ino;
+		if (!shared)
+			files.v[files.n++] = c->stdio.v[i];
+	}
+	c->pid = 0;
+	leftover_kill(&files, running_command);
+}
+
 /* reap collects every child, its own commands and reparented orphans,
  * and tells each command's client how it ended. */
 static void reap(void)
@@ -917,6 +948,7 @@ static void reap(void)
 			} else {
 				ev.code = WEXITSTATUS(status);
 			}
+			kill_leftovers(c);
 			send_event(c->fd, &ev, -1);
 			drop(c);
 			break;

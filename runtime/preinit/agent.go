@@ -209,3 +209,19 @@ func landlockRules(allow, writable, hidden []string) []rule {
 }
 
 func landlockHandled(abi int) uint64 { return uint64(C.landlock_handled(C.int(abi))) }
+
+// stdioFiles is what the agent watches of a command's stdio: the device
+// and inode of each file, the terminal of master when not negative.
+func stdioFiles(fds []int, master int) [][2]uint64 {
+	cfds := make([]C.int, len(fds)+1)
+	for i, fd := range fds {
+		cfds[i] = C.int(fd)
+	}
+	var out C.struct_stdio_files
+	C.stdio_files_of(&cfds[0], C.int(len(fds)), C.int(master), &out)
+	var files [][2]uint64
+	for i := 0; i < int(out.n); i++ {
+		files = append(files, [2]uint64{uint64(out.v[i].dev), uint64(out.v[i].ino)})
+	}
+	return files
+}

@@ -3,6 +3,7 @@ package preinit
 import (
 	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The agent must read a request exactly as the Go agent's json.Unmarshal
@@ -296,5 +299,78 @@ func TestLandlockHandled(t *testing.T) {
 		if got := landlockHandled(abi); got != want {
 			t.Errorf("ABI %d: %#x, want %#x", abi, got, want)
 		}
+	}
+}
+
+// A command's stdio is watched when it can give something away: a pipe,
+// a file or a terminal, once each; /dev/null, which a background server's
+// </dev/null is too, is not.
+func TestStdioFiles(t *testing.T) {
+	id := func(f *os.File) [2]uint64 {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		return [2]uint64{st.Dev, st.Ino}
+	}
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	defer wr.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	file, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	for _, c := range []struct {
+		name string
+		fds  []*os.File
+		want [][2]uint64
+	}{
+		{"pipes and a file", []*os.File{rd, wr, file}, [][2]uint64{id(rd), id(file)}},
+		{"/dev/null", []*os.File{null, null, wr}, [][2]uint64{id(wr)}},
+		{"nothing to watch", []*os.File{null, null, null}, nil},
+	} {
+		var fds []int
+		for _, f := range c.fds {
+			fds = append(fds, int(f.Fd()))
+		}
+		if got := stdioFiles(fds, -1); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: watched %v, want %v", c.name, got, c.want)
+		}
+	}
+
+	// a terminal: passed as it is, or as the slave side of the master
+	// the agent made for -t
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err == nil {
+		err = unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slave.Close()
+	want := [][2]uint64{id(slave)}
+	if got := stdioFiles([]int{int(slave.Fd()), int(null.Fd()), int(null.Fd())}, -1); !reflect.DeepEqual(got, want) {
+		t.Errorf("a terminal: watched %v, want %v", got, want)
+	}
+	if got := stdioFiles(nil, int(master.Fd())); !reflect.DeepEqual(got, want) {
+		t.Errorf("the slave of a master: watched %v, want %v", got, want)
 	}
 }
