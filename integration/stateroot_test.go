@@ -47,6 +47,15 @@ func TestStateRootOutOfReach(t *testing.T) {
 			}
 		})
 	}
+	// Nor may a workspace hold warden's own binary: root runs it next.
+	bin, err := filepath.EvalSymlinks(wardenBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := r.warden("do", "--policy", policy, "--workspace", filepath.Dir(bin), "--", "ls", "/workspace")
+	if res.Exit != 125 || !strings.Contains(res.Stderr, "warden's own") {
+		t.Errorf("a workspace holding warden's binary: exit %d, stderr %q", res.Exit, res.Stderr)
+	}
 	// gc leaves the folder it did not make, and says so.
 	if res := r.warden("gc"); res.Exit == 0 || !strings.Contains(res.Stderr, "myproject") {
 		t.Errorf("gc with a user's folder in the state root: exit %d, %s", res.Exit, res.Stderr)

@@ -346,7 +346,7 @@ func checkVars(v policies.Vars) error {
 			continue
 		}
 		if !filepath.IsAbs(f.path) {
-			return fmt.Errorf("%w: %s %q is not an absolute path", spec.ErrInvalid, f.name, f.path)
+			return fmt.Errorf("%w: %s %q is not an absolute path; give an absolute path", spec.ErrInvalid, f.name, f.path)
 		}
 		if fi, err := os.Stat(f.path); f.name != "home ($HOME)" && (err != nil || !fi.IsDir()) {
 			return fmt.Errorf("%w: %s %s is not an existing folder; create it first", spec.ErrInvalid, f.name, f.path)

@@ -314,6 +314,14 @@ func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
 	if _, err := os.Stat(filepath.Join(o.stateDir(), opts.ID)); err == nil {
 		return -1, fmt.Errorf("container %s already exists", opts.ID)
 	}
+	// Under a policy the bind sources were checked with their symlinks
+	// resolved: pin them, and make sure the mounts show them (bindcheck.go).
+	var pins []pinnedBind
+	if rec != nil {
+		if pins, err = pinBinds(s.Mounts, func(string) bool { return false }); err != nil {
+			return -1, err
+		}
+	}
 	c, err := libcontainer.Create(o.stateDir(), opts.ID, cfg)
 	if err != nil {
 		return -1, err
@@ -328,11 +336,20 @@ func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
 	detach := opts.Detach || !run
 	r := &processRun{container: c, init: true, detach: detach, pidFile: opts.PidFile,
 		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs, destroyOnExit: run}
-	if rec != nil && !rec.Network {
-		// The engine's prestart hooks (docker's libnetwork) and CNI may
-		// have put interfaces into the namespace: a policy without
-		// network leaves only loopback, before the process runs.
-		r.afterStart = isolateNetwork
+	if rec != nil {
+		r.afterStart = func(pid int) error {
+			if err := checkBinds(pid, pins); err != nil {
+				return err
+			}
+			if !rec.Network {
+				// The engine's prestart hooks (docker's libnetwork) and CNI
+				// may have put interfaces into the namespace: a policy
+				// without network leaves only loopback, before the process
+				// runs.
+				return isolateNetwork(pid)
+			}
+			return nil
+		}
 	}
 	status, err := r.run(s.Process, run)
 	if err != nil {

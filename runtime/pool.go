@@ -202,28 +202,39 @@ func resolveMissing(p string) (string, error) {
 }
 
 // checkStateRoot refuses a sandbox that would see into warden's state root
-// other than through its own bundle: a writable grant is id-mapped to its
+// other than through its own masks: a writable grant is id-mapped to its
 // owner, so one that holds the root (root-owned) gives the sandbox the
 // daemon's socket, and through it any policy; one inside the root is
-// warden's own state, which gc removes.
+// warden's own state, which gc removes. Nor may a writable grant hold
+// warden's binary (the sandbox would replace what root runs next) or the
+// audit log (it would rewrite the record of what it did).
 func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string) error {
 	root, err := resolveMissing(rt.Root) // made only once the spec is good
 	if err != nil {
 		return err
 	}
 	placeholder, _ := resolveMissing(rt.placeholder())
+	binary, _ := resolveMissing(rt.Binary)
+	audit, _ := resolveMissing(AuditPath(rt.Root))
+	masks := filepath.Join(bundleDir, "masks")
 	for _, m := range b.Spec.Mounts {
 		if m.Type != "bind" || m.Source == rt.Binary || m.Source == placeholder {
 			continue // the placeholder stands for a pooled sandbox's folders, never mounted
 		}
-		if _, own := under(m.Source, bundleDir); own {
+		if _, own := under(m.Source, masks); own {
 			continue
 		}
+		writable := len(m.UIDMappings) > 0
 		_, inside := under(m.Source, root)
 		_, holds := under(root, m.Source)
-		if inside || (holds && len(m.UIDMappings) > 0) {
+		if inside || (holds && writable) {
 			return fmt.Errorf("%w: %s (%s on the host) %s warden's state root %s, which a sandbox must never reach; grant a folder outside it, or give warden another --root",
 				spec.ErrInvalid, m.Destination, m.Source, map[bool]string{true: "is inside", false: "holds"}[inside], root)
+		}
+		for _, own := range []string{binary, audit} {
+			if _, holds := under(own, m.Source); holds && writable && own != "" {
+				return fmt.Errorf("%w: the writable grant %s (%s on the host) holds warden's own %s; grant a folder that does not hold it", spec.ErrInvalid, m.Destination, m.Source, own)
+			}
 		}
 	}
 	return nil

@@ -663,16 +663,16 @@ type ExecResult struct {
 func CheckExec(argv, env []string, cwd string, timeout time.Duration) error {
 	for i, a := range argv {
 		if !utf8.ValidString(a) {
-			return fmt.Errorf("argument %d is not valid UTF-8; warden passes arguments as UTF-8 text", i+1)
+			return fmt.Errorf("argument %d is not valid UTF-8; warden passes arguments as UTF-8 text; rename the file or convert the text (iconv -t UTF-8)", i+1)
 		}
 	}
 	for _, kv := range env {
 		if !utf8.ValidString(kv) {
-			return errors.New("--env is not valid UTF-8; warden passes flag values as UTF-8 text")
+			return errors.New("--env is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)")
 		}
 	}
 	if !utf8.ValidString(cwd) {
-		return errors.New("--cwd is not valid UTF-8; warden passes flag values as UTF-8 text")
+		return errors.New("--cwd is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)")
 	}
 	if timeout < 0 || timeout > 0 && timeout < policies.MinTimeout {
 		return fmt.Errorf("--timeout %s: use at least %s", timeout, policies.MinTimeout)

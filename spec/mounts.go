@@ -283,13 +283,14 @@ func lessPath(a, b string) bool {
 // writeRefused are host folders no grant may make writable, whatever path
 // or variable leads there: the sandbox's root writes with the owner's (host
 // root's) rights through a write grant.
-var writeRefused = append([]string{"/etc", "/boot", "/run", "/var/run", "/var/spool"}, systemTop...)
+var writeRefused = append([]string{"/etc", "/boot", "/run", "/var/run", "/var/spool",
+	"/var/lib/dpkg", "/var/lib/apt", "/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet"}, systemTop...)
 
 // holdRefused are host folders no write grant may hold: their files are
 // root's (services' state, logs, programs, every user's home), and a
 // write grant is id-mapped to its owner, so the sandbox would write them
 // as root. A folder inside one (a service's own folder) may be granted.
-var holdRefused = []string{"/var/lib", "/var/log", "/var/cache", "/opt", "/home", "/srv", "/root"}
+var holdRefused = []string{"/var/lib", "/var/log", "/var/cache", "/var/tmp", "/tmp", "/opt", "/home", "/srv", "/root", "/mnt", "/media"}
 
 // checkSource refuses grants whose host file, symlinks resolved, is the
 // host's root, a kernel interface, or (for writing) a system folder.

@@ -74,7 +74,7 @@ func checkExecInput(cliContext *cli.Context) error {
 				name = f.Names()[0]
 			}
 		}
-		return fmt.Errorf("--%s is not valid UTF-8; warden passes flag values as UTF-8 text", name)
+		return fmt.Errorf("--%s is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)", name)
 	}
 	return nil
 }
@@ -117,7 +117,7 @@ func loadSandboxPolicy(cliContext *cli.Context, files []string) (*policies.Polic
 			return nil, policies.Vars{}, fmt.Errorf("--%s: %w", f.flag, err)
 		}
 		if !utf8.ValidString(abs) {
-			return nil, policies.Vars{}, fmt.Errorf("--%s is not valid UTF-8; warden passes flag values as UTF-8 text", f.flag)
+			return nil, policies.Vars{}, fmt.Errorf("--%s is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)", f.flag)
 		}
 		*f.dst = abs
 	}

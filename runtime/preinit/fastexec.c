@@ -308,16 +308,16 @@ static void check_utf8(const struct request *r)
 {
 	for (int i = 0; i < r->argc; i++)
 		if (!fastexec_valid_utf8(r->argv[i])) {
-			dprintf(2, "warden: argument %d is not valid UTF-8; warden passes arguments as UTF-8 text\n", i + 1);
+			dprintf(2, "warden: argument %d is not valid UTF-8; warden passes arguments as UTF-8 text; rename the file or convert the text (iconv -t UTF-8)\n", i + 1);
 			_exit(EXIT_WARDEN);
 		}
 	for (int i = 0; i < r->nenv; i++)
 		if (!fastexec_valid_utf8(r->env[i])) {
-			dprintf(2, "warden: --env is not valid UTF-8; warden passes flag values as UTF-8 text\n");
+			dprintf(2, "warden: --env is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)\n");
 			_exit(EXIT_WARDEN);
 		}
 	if (r->cwd && !fastexec_valid_utf8(r->cwd)) {
-		dprintf(2, "warden: --cwd is not valid UTF-8; warden passes flag values as UTF-8 text\n");
+		dprintf(2, "warden: --cwd is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)\n");
 		_exit(EXIT_WARDEN);
 	}
 }
