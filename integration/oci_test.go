@@ -187,9 +187,18 @@ func TestOCILifecycle(t *testing.T) {
 	bundle := busyboxBundle(t, id, func(s *specs.Spec) {
 		s.Annotations = map[string]string{"org.example.note": "kept"}
 	})
-	pidFile := filepath.Join(tempDir(t), "init.pid")
+	// Symlinks planted where the pid file and its temporary file go are
+	// replaced, never followed: the file they point at stays as it was.
+	pidDir := tempDir(t)
+	pidFile, victim := filepath.Join(pidDir, "init.pid"), filepath.Join(pidDir, "victim")
+	os.WriteFile(victim, []byte("keep"), 0o644)
+	os.Symlink(victim, pidFile)
+	os.Symlink(victim, filepath.Join(pidDir, ".init.pid"))
 	if r := o.warden(t, "create", "--bundle", bundle, "--pid-file", pidFile, id); r.Exit != 0 {
 		t.Fatalf("create: %s", r.Stderr)
+	}
+	if data, _ := os.ReadFile(victim); string(data) != "keep" {
+		t.Errorf("the pid file was written through a symlink: the file it pointed at holds %q", data)
 	}
 	st := o.state(t, id)
 	pidText, _ := os.ReadFile(pidFile)

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -44,7 +45,8 @@ func pinBinds(mounts []specs.Mount, skip func(source string) bool) ([]pinnedBind
 	}
 	var pins []pinnedBind
 	for i, m := range mounts {
-		if m.Type != "bind" || last[m.Destination] != i || skip(m.Source) {
+		bind := m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind")
+		if !bind || last[m.Destination] != i || skip(m.Source) {
 			continue
 		}
 		fd, err := openSource(m.Source)
