@@ -147,9 +147,10 @@ var allowed = []string{
 	"epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
 	"epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2",
 
-	// POSIX asynchronous I/O (io_uring is denied)
-	"io_setup", "io_destroy", "io_submit", "io_cancel",
-	"io_getevents", "io_pgetevents",
+	// Kernel AIO (io_setup and the rest) is left out, like io_uring: its
+	// contexts come from one host-wide pool (fs.aio-max-nr) a sandbox
+	// could use up for every database on the host. It gets ENOSYS, and
+	// glibc's POSIX AIO (threads) and libaio users fall back.
 
 	// System V and POSIX IPC (private to the sandbox's IPC namespace)
 	"msgget", "msgsnd", "msgrcv", "msgctl",
