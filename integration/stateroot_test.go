@@ -206,3 +206,31 @@ print(s.recv(65536).decode())
 		}
 	}
 }
+
+// TestGrantAliasesRefused: a folder a bind mount shows at another path is
+// the same folder: /etc or the state root bound elsewhere are refused as
+// write grants there too, while an ordinary folder still works.
+func TestGrantAliasesRefused(t *testing.T) {
+	r := newRoot(t)
+	ws := tempDir(t)
+	policy := r.policy("name = \"alias\"\n[fs]\nwrite = [\"$WORK_DIR\"]\n[exec]\nallow = [\"true\"]\n")
+	r.create("alias", policy, ws) // makes the state root
+	dir := tempDir(t)
+	for name, target := range map[string]string{"etc": "/etc", "root": r.root} {
+		alias := filepath.Join(dir, name)
+		if err := os.Mkdir(alias, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("mount", "--bind", target, alias).CombinedOutput(); err != nil {
+			t.Fatalf("mount --bind %s: %v %s", target, err, out)
+		}
+		defer exec.Command("umount", alias).Run()
+		res := r.warden("do", "--policy", policy, "--workspace", alias, "--", "true")
+		if res.Exit != 125 || strings.Count(strings.TrimSpace(res.Stderr), "\n") != 0 {
+			t.Errorf("%s bound at %s as the workspace: exit %d, stderr %q; want one line and 125", target, alias, res.Exit, res.Stderr)
+		}
+	}
+	if res := r.warden("do", "--policy", policy, "--workspace", ws, "--", "true"); res.Exit != 0 {
+		t.Errorf("an ordinary workspace: exit %d, %s", res.Exit, res.Stderr)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -201,6 +202,37 @@ func resolveMissing(p string) (string, error) {
 	}
 }
 
+// fileID is a file's identity, the same at every path a bind mount gives
+// it.
+type fileID struct{ dev, ino uint64 }
+
+func statID(p string) (fileID, bool) {
+	var st unix.Stat_t
+	if unix.Stat(p, &st) != nil {
+		return fileID{}, false
+	}
+	return fileID{st.Dev, st.Ino}, true
+}
+
+// fileIDs are the identities of p and of each of its parents, p first;
+// none when p does not exist.
+func fileIDs(p string) []fileID {
+	var out []fileID
+	for {
+		id, ok := statID(p)
+		if !ok && len(out) == 0 {
+			return nil
+		}
+		if ok {
+			out = append(out, id)
+		}
+		if p == "/" || p == "." {
+			return out
+		}
+		p = filepath.Dir(p)
+	}
+}
+
 // checkStateRoot refuses a sandbox that would see into warden's state root
 // other than through its own masks: a writable grant is id-mapped to its
 // owner, so one that holds the root (root-owned) gives the sandbox the
@@ -217,6 +249,7 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string) error {
 	binary, _ := resolveMissing(rt.Binary)
 	audit, _ := resolveMissing(AuditPath(rt.Root))
 	masks := filepath.Join(bundleDir, "masks")
+	rootID, _ := statID(root)
 	for _, m := range b.Spec.Mounts {
 		if m.Type != "bind" || m.Source == rt.Binary || m.Source == placeholder {
 			continue // the placeholder stands for a pooled sandbox's folders, never mounted
@@ -224,15 +257,22 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string) error {
 		if _, own := under(m.Source, masks); own {
 			continue
 		}
+		// By path, and by identity: a bind mount shows the same folder
+		// at another path.
 		writable := len(m.UIDMappings) > 0
+		chain := fileIDs(m.Source)
 		_, inside := under(m.Source, root)
 		_, holds := under(root, m.Source)
+		inside = inside || slices.Contains(chain, rootID) && rootID != (fileID{})
+		holds = holds || len(chain) > 0 && slices.Contains(fileIDs(root), chain[0])
 		if inside || (holds && writable) {
 			return fmt.Errorf("%w: %s (%s on the host) %s warden's state root %s, which a sandbox must never reach; grant a folder outside it, or give warden another --root",
 				spec.ErrInvalid, m.Destination, m.Source, map[bool]string{true: "is inside", false: "holds"}[inside], root)
 		}
 		for _, own := range []string{binary, audit} {
-			if _, holds := under(own, m.Source); holds && writable && own != "" {
+			_, holds := under(own, m.Source)
+			holds = holds || len(chain) > 0 && own != "" && slices.Contains(fileIDs(filepath.Dir(own)), chain[0])
+			if holds && writable && own != "" {
 				return fmt.Errorf("%w: the writable grant %s (%s on the host) holds warden's own %s; grant a folder that does not hold it", spec.ErrInvalid, m.Destination, m.Source, own)
 			}
 		}

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -223,7 +224,7 @@ func (g *generator) grants() error {
 		if err := checkDestination(rule.Path, r.inside); err != nil {
 			return err
 		}
-		if err := checkSource(r); err != nil {
+		if err := checkSource(g.o.Host, r); err != nil {
 			return err
 		}
 		rules = append(rules, r)
@@ -293,8 +294,17 @@ var writeRefused = append([]string{"/etc", "/boot", "/run", "/var/run", "/var/sp
 var holdRefused = []string{"/var/lib", "/var/log", "/var/cache", "/var/tmp", "/tmp", "/opt", "/home", "/srv", "/root", "/mnt", "/media"}
 
 // checkSource refuses grants whose host file, symlinks resolved, is the
-// host's root, a kernel interface, or (for writing) a system folder.
-func checkSource(r placed) error {
+// host's root, a kernel interface, or (for writing) a system folder, also
+// when a bind mount shows it at another path.
+func checkSource(h Host, r placed) error {
+	if err := checkSourcePath(r); err != nil {
+		return err
+	}
+	return checkSourceAlias(h, r)
+}
+
+// checkSourcePath makes checkSource's checks on the source's path.
+func checkSourcePath(r placed) error {
 	if r.source == "" || r.rule.Access == policies.AccessNone {
 		return nil
 	}
@@ -307,6 +317,83 @@ func checkSource(r placed) error {
 		return fmt.Errorf("%w: fs.write %q is %s on the host; system directories are never writable; grant a path outside %s", ErrInvalid, r.rule.Path, r.host, strings.Join(writeRefused, " "))
 	case r.rule.Access == policies.AccessWrite && slices.ContainsFunc(holdRefused, func(d string) bool { _, ok := under(d, r.host); return ok }):
 		return fmt.Errorf("%w: fs.write %q is %s on the host, which holds system state (%s); grant a narrower folder inside it", ErrInvalid, r.rule.Path, r.host, strings.Join(holdRefused, " "))
+	}
+	return nil
+}
+
+// fileID is a file's identity, the same at every path a bind mount
+// gives it.
+type fileID struct{ dev, ino uint64 }
+
+func (h Host) id(p string) (fileID, bool) { return idOf(h.path(p)) }
+
+func idOf(p string) (fileID, bool) {
+	var st unix.Stat_t
+	if unix.Stat(p, &st) != nil {
+		return fileID{}, false
+	}
+	return fileID{st.Dev, st.Ino}, true
+}
+
+// ids are the identities of the file p and each of its parents, p first;
+// none when p itself cannot be found.
+func ids(p string) []fileID {
+	var out []fileID
+	for {
+		id, ok := idOf(p)
+		if !ok && len(out) == 0 {
+			return nil
+		}
+		if ok {
+			out = append(out, id)
+		}
+		if p == "/" || p == "." {
+			return out
+		}
+		p = filepath.Dir(p)
+	}
+}
+
+// checkSourceAlias repeats checkSourcePath's checks on identities: a host
+// folder bound at an unlisted path (mount --bind /etc /srv/x) is the same
+// folder there.
+func checkSourceAlias(h Host, r placed) error {
+	if r.source == "" || r.rule.Access == policies.AccessNone {
+		return nil
+	}
+	chain := ids(r.source)
+	if len(chain) == 0 {
+		return nil
+	}
+	isAny := func(ids []fileID, dirs ...string) string {
+		for _, d := range dirs {
+			if id, ok := h.id(d); ok && slices.Contains(ids, id) {
+				return d
+			}
+		}
+		return ""
+	}
+	refuse := func(what string) error {
+		return fmt.Errorf("%w: fs rule %q (%s on the host) is %s by another path (a bind mount); grant another folder", ErrInvalid, r.rule.Path, r.host, what)
+	}
+	if d := isAny(chain[:1], "/"); d != "" {
+		return refuse("the host's root")
+	}
+	if d := isAny(chain, "/proc", "/sys", "/dev"); d != "" {
+		return refuse(d + ", a host kernel interface,")
+	}
+	if r.rule.Access != policies.AccessWrite {
+		return nil
+	}
+	if d := isAny(chain, writeRefused...); d != "" {
+		return refuse(d + ", never writable,")
+	}
+	for _, d := range holdRefused {
+		for _, id := range ids(h.path(d)) {
+			if id == chain[0] {
+				return refuse("a folder holding " + d + ", never writable whole,")
+			}
+		}
 	}
 	return nil
 }
