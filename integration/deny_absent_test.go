@@ -153,11 +153,17 @@ allow = ["sh", "mv", "cat", "ls"]
 	if !strings.HasPrefix(r.container(first), "pool-") {
 		t.Fatalf("session %s was not claimed from the pool", first)
 	}
-	if out := r.sh(first, "cat /workspace/a/secret/key 2>&1; mv /workspace/a /workspace/b && echo moved"); strings.Contains(out, "s3cret") || !strings.Contains(out, "moved") {
+	// The sandbox cannot move the denied folder's parent (it is pinned, see
+	// TestDenyParentsCannotMove); the host's user can, and the deny then
+	// names nothing.
+	if out := r.sh(first, "cat /workspace/a/secret/key 2>&1; mv /workspace/a /workspace/b 2>/dev/null && echo moved; true"); strings.Contains(out, "s3cret") || strings.Contains(out, "moved") {
 		t.Fatalf("first session: %q", out)
 	}
 	if res := r.warden("session", "rm", first); res.Exit != 0 {
 		t.Fatalf("session rm: exit %d: %s", res.Exit, res.Stderr)
+	}
+	if err := os.Rename(filepath.Join(ws, "a"), filepath.Join(ws, "b")); err != nil {
+		t.Fatal(err)
 	}
 	r.waitPool(1)
 	for _, how := range []string{"pooled", "cold"} {
@@ -205,5 +211,37 @@ func TestDenyAbsentExplain(t *testing.T) {
 	refusedAbsent(t, "explain, write grant", explain("write"), "$HOME/.ssh")
 	if _, err := os.Lstat(filepath.Join(home, ".ssh")); err == nil {
 		t.Error("explain created ~/.ssh")
+	}
+}
+
+// TestDenyParentsCannotMove: the folders between a write grant and a
+// denied path cannot be renamed, so a sandbox cannot move the mask aside,
+// make the path again and leave the file readable to the next sandbox;
+// they stay writable.
+func TestDenyParentsCannotMove(t *testing.T) {
+	r := newRoot(t)
+	ws := tempDir(t)
+	if err := os.MkdirAll(filepath.Join(ws, "sub", "deeper", "secret"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ws, "sub", "deeper", "secret", "key"), []byte("TOPSECRET"), 0o600)
+	policy := r.policy("name = \"pin\"\n[fs]\nwrite = [\"$WORK_DIR\"]\ndeny = [\"$WORK_DIR/sub/deeper/secret\"]\n[exec]\nallow = [\"sh\", \"mv\", \"mkdir\", \"cat\", \"touch\"]\n")
+	res := r.warden("do", "--policy", policy, "--workspace", ws, "--", "sh", "-c",
+		"touch /workspace/sub/ok /workspace/sub/deeper/ok || exit 3; "+
+			"mv /workspace/sub /workspace/sub2 2>/dev/null && exit 4; "+
+			"mv /workspace/sub/deeper /workspace/sub/d2 2>/dev/null && exit 5; "+
+			"cat /workspace/sub/deeper/secret/key 2>/dev/null && exit 6; exit 0")
+	if res.Exit != 0 {
+		t.Fatalf("in the sandbox: exit %d (3: parents not writable, 4/5: a parent was renamed, 6: the secret was read), %s", res.Exit, res.Stderr)
+	}
+	for _, p := range []string{"sub/ok", "sub/deeper/ok", "sub/deeper/secret/key"} {
+		if _, err := os.Stat(filepath.Join(ws, p)); err != nil {
+			t.Errorf("%s on the host: %v", p, err)
+		}
+	}
+	// A session made the same way holds too.
+	id := r.create("pin", policy, ws)
+	if res := r.exec(id, nil, "mv", "/workspace/sub", "/workspace/sub2"); res.Exit == 0 {
+		t.Error("a session renamed the denied path's parent")
 	}
 }

@@ -337,7 +337,13 @@ func agentArgs(s *specs.Spec) []string {
 		if m.Destination == "/dev" || m.Destination == "/proc" {
 			continue
 		}
-		if !contains(m.Options, "ro") && m.Type != "proc" && m.Type != "devpts" && m.Type != "mqueue" {
+		if contains(m.Options, "ro") || m.Type == "proc" || m.Type == "devpts" || m.Type == "mqueue" {
+			continue
+		}
+		// A Landlock rule covers everything beneath its folder, mounts
+		// included: one inside a writable mount (a deny's pinned parent)
+		// adds nothing, and would make a pooled sandbox's key differ.
+		if !slices.ContainsFunc(writable, func(w string) bool { _, in := under(m.Destination, w); return in }) {
 			writable = append(writable, m.Destination)
 		}
 	}

@@ -436,7 +436,50 @@ func (g *generator) deny(r placed) {
 	if r.source == "" || r.link || !g.underBind(r.inside) {
 		return // nothing visible there to hide
 	}
+	g.pinParents(r.inside)
 	g.mask(r.inside, r.dir)
+}
+
+// pinParents binds each folder between a denied path and the writable
+// grant above it onto itself, as writable as the grant: a mountpoint
+// cannot be renamed, so the sandbox cannot move the mask's parent aside
+// and make the denied path again unmasked for the next sandbox
+// (mv sub sub2; mkdir -p sub/secret).
+func (g *generator) pinParents(inside string) {
+	var top *specs.Mount
+	for d := filepath.Dir(inside); top == nil; d = filepath.Dir(d) {
+		if g.bound[d] {
+			for i := len(g.b.Spec.Mounts) - 1; i >= 0; i-- {
+				if m := &g.b.Spec.Mounts[i]; m.Destination == d {
+					top = m
+					break
+				}
+			}
+		}
+		if d == "/" {
+			break
+		}
+	}
+	if top == nil || !slices.Contains(top.Options, "rw") {
+		return
+	}
+	rel, _ := under(filepath.Dir(inside), top.Destination)
+	if rel == "." {
+		return
+	}
+	grant := *top
+	mid := top.Destination
+	for _, part := range strings.Split(rel, "/") {
+		mid = filepath.Join(mid, part)
+		source := filepath.Join(grant.Source, strings.TrimPrefix(mid, grant.Destination))
+		if fi, err := os.Lstat(source); err != nil || !fi.IsDir() || g.bound[mid] {
+			continue // a symlink or a grant of its own: not this folder's to pin
+		}
+		m := grant
+		m.Destination, m.Source = mid, source
+		g.mount(m)
+		g.bound[mid] = true
+	}
 }
 
 func (g *generator) mask(inside string, dir bool) {
