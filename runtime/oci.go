@@ -242,11 +242,13 @@ func (o *OCI) tighten(id string, s *specs.Spec) (*policyRecord, error) {
 	}
 	home, _ := os.UserHomeDir()
 	changes, err := spec.Tighten(s, p, spec.TightenOptions{
-		Vars:         policies.Vars{SkillDir: filepath.Dir(file), Home: home},
-		Capabilities: o.CapAllow,
-		ID:           id,
-		BindAllow:    o.BindAllow,
-		HookAllow:    o.HookAllow,
+		Vars:           policies.Vars{SkillDir: filepath.Dir(file), Home: home},
+		Capabilities:   o.CapAllow,
+		ID:             id,
+		BindAllow:      o.BindAllow,
+		HookAllow:      o.HookAllow,
+		NamespaceOwner: o.namespaceOwner,
+		IsContainer:    o.isContainer,
 	})
 	if err != nil {
 		return nil, err
@@ -341,11 +343,12 @@ func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
 			if err := checkBinds(pid, pins); err != nil {
 				return err
 			}
-			if !rec.Network {
+			if !rec.Network && !joinsNetwork(s) {
 				// The engine's prestart hooks (docker's libnetwork) and CNI
 				// may have put interfaces into the namespace: a policy
 				// without network leaves only loopback, before the process
-				// runs.
+				// runs. A joined namespace is another container's (checked
+				// closed by Tighten), never stripped.
 				return isolateNetwork(pid)
 			}
 			return nil

@@ -33,6 +33,12 @@ type TightenOptions struct {
 	// runtime's own (the host's) namespaces, or an error when it cannot
 	// tell; nil compares with /proc/self/ns.
 	SameNamespace func(typ specs.LinuxNamespaceType, path string) (bool, error)
+	// NamespaceOwner says who holds a namespace given by path (see
+	// NamespaceOwner); nil: no container of the runtime's holds any.
+	NamespaceOwner func(typ specs.LinuxNamespaceType, path string) (NamespaceOwner, error)
+	// IsContainer reports whether id is a container in the runtime's own
+	// state root; nil: none is.
+	IsContainer func(id string) bool
 	// ID is the container's id: the files an engine makes for it (docker's
 	// hosts, resolv.conf...) live in a folder of that name.
 	ID string
@@ -42,6 +48,19 @@ type TightenOptions struct {
 	// BindAllow are the operator's patterns (filepath.Match) of host paths
 	// a container may bind read-only though the policy does not grant them.
 	BindAllow []string
+}
+
+// NamespaceOwner is who holds a namespace a config joins by path.
+type NamespaceOwner struct {
+	// Container is the id of a live container in the runtime's own state
+	// root whose init is in the namespace; "" when there is none.
+	Container string
+	// ClosedNetwork: that container's policy allows no network (its
+	// network namespace was left only loopback).
+	ClosedNetwork bool
+	// InUse: some process on the host is in the namespace (asked for
+	// network namespaces only).
+	InUse bool
 }
 
 // Tighten applies a policy to an incoming OCI config (an engine's
@@ -250,9 +269,8 @@ func tightenScheduling(p *specs.Process, changef func(string, ...any)) {
 
 // namespaces: the container gets its own mount, pid, ipc, uts, cgroup and
 // network namespaces (a policy that allows network still never shares
-// the host's: its ports, loopback services and interfaces); joining one of
-// the host's own namespaces by path is refused. Joining another
-// container's namespace (a Kubernetes pod's) is kept. Host network
+// the host's: its ports, loopback services and interfaces); a namespace
+// given by path must pass joinable. Host network
 // devices moved into the container (linux.netDevices) are refused.
 func (t *tightener) namespaces() error {
 	need := []specs.LinuxNamespaceType{specs.MountNamespace, specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.CgroupNamespace, specs.NetworkNamespace}
@@ -268,12 +286,8 @@ func (t *tightener) namespaces() error {
 		if ns.Path == "" {
 			continue
 		}
-		same, err := t.o.SameNamespace(ns.Type, ns.Path)
-		if err != nil {
-			return fmt.Errorf("%w: linux.namespaces: %s namespace %s: %v; a container under policy %s may join only namespaces warden can inspect", ErrInvalid, ns.Type, ns.Path, err, t.p.Name)
-		}
-		if same {
-			return fmt.Errorf("%w: linux.namespaces: %s namespace %s is the host's own; a container under policy %s gets its own (drop the host namespace option)", ErrInvalid, ns.Type, ns.Path, t.p.Name)
+		if err := t.joinable(ns); err != nil {
+			return fmt.Errorf("%w: linux.namespaces: %s namespace %s: %v", ErrInvalid, ns.Type, ns.Path, err)
 		}
 	}
 	for _, typ := range need {
@@ -283,6 +297,71 @@ func (t *tightener) namespaces() error {
 		}
 	}
 	return nil
+}
+
+// joinable checks a namespace a config joins by path. A mount or user
+// namespace never: the container's root would be set up inside another
+// process's mounts (which then runs the image's programs), or it would
+// take that namespace's users. The others only when a container of the
+// same runtime (state root) holds them, as a Kubernetes pod's or docker's
+// --network container:X do, or, for a CRI pod sandbox, the fresh network
+// namespace CNI made for it.
+func (t *tightener) joinable(ns specs.LinuxNamespace) error {
+	switch ns.Type {
+	case specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.NetworkNamespace:
+	case specs.MountNamespace:
+		return fmt.Errorf("joining another process's mount namespace is not allowed under policy %s (the container would be set up inside it); remove the path so the container gets its own", t.p.Name)
+	default:
+		return fmt.Errorf("under policy %s only pid, ipc, uts and network namespaces may be joined by path; remove the path so the container gets its own", t.p.Name)
+	}
+	same, err := t.o.SameNamespace(ns.Type, ns.Path)
+	if err != nil {
+		return fmt.Errorf("%v; a container under policy %s may join only namespaces warden can inspect", err, t.p.Name)
+	}
+	if same {
+		return fmt.Errorf("is the host's own; a container under policy %s gets its own (drop the host namespace option)", t.p.Name)
+	}
+	var owner NamespaceOwner
+	if t.o.NamespaceOwner != nil {
+		if owner, err = t.o.NamespaceOwner(ns.Type, ns.Path); err != nil {
+			return fmt.Errorf("%v; a container under policy %s may join only namespaces warden can inspect", err, t.p.Name)
+		}
+	}
+	if ns.Type == specs.NetworkNamespace && CNISandboxNetns(t.s) {
+		if owner.Container != "" || owner.InUse {
+			return fmt.Errorf("a pod sandbox's CNI network namespace must be a fresh one, but processes are in it already; under policy %s a sandbox joins only the namespace CNI made for it", t.p.Name)
+		}
+		return nil
+	}
+	if owner.Container == "" {
+		return fmt.Errorf("is not held by a container of this warden (same --root); under policy %s a container joins only the namespaces of such containers (a pod's or --network container:X); remove the path", t.p.Name)
+	}
+	if ns.Type == specs.NetworkNamespace && len(t.p.Network.Allow) == 0 && !owner.ClosedNetwork {
+		return fmt.Errorf("container %s's network is not closed, and policy %s allows no network; join a container under a policy without network, or remove the path", owner.Container, t.p.Name)
+	}
+	return nil
+}
+
+// CNISandboxNetns reports whether s is a Kubernetes pod sandbox
+// (containerd CRI) joining a network namespace CNI made for it
+// (/run/netns/cni-*): the only joined namespace whose interfaces the
+// no-network cleanup may remove.
+func CNISandboxNetns(s *specs.Spec) bool {
+	if s.Annotations["io.kubernetes.cri.container-type"] != "sandbox" || s.Linux == nil {
+		return false
+	}
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Type != specs.NetworkNamespace || ns.Path == "" {
+			continue
+		}
+		p := filepath.Clean(ns.Path)
+		if dir := filepath.Dir(p); (dir == "/run/netns" || dir == "/var/run/netns") && strings.HasPrefix(filepath.Base(p), "cni-") {
+			fi, err := os.Lstat(p)
+			return err == nil && fi.Mode()&fs.ModeSymlink == 0
+		}
+		return false
+	}
+	return false
 }
 
 // sameAsOwnNamespace compares a namespace file with this process's own.

@@ -599,3 +599,69 @@ func TestTightenRootAndRdt(t *testing.T) {
 		t.Errorf("intelRdt kept: %+v", s.Linux.IntelRdt)
 	}
 }
+
+// A namespace given by path: never a mount or user one; pid, ipc, uts and
+// network only when a container of the same runtime holds it (its network
+// closed when the policy allows none), or a CRI sandbox's fresh CNI
+// network namespace.
+func TestTightenJoinedNamespaces(t *testing.T) {
+	closed := mustPolicy(t, "name = \"t\"\n")
+	open := mustPolicy(t, "name = \"t\"\n[network]\nallow = [\"example.com:443\"]\n")
+	cni := filepath.Join("/run/netns", "cni-"+filepath.Base(t.TempDir()))
+	busy := cni + "-busy"
+	if err := os.MkdirAll("/run/netns", 0o755); err == nil {
+		for _, f := range []string{cni, busy} {
+			if f, err := os.Create(f); err == nil {
+				f.Close()
+				defer os.Remove(f.Name())
+			}
+		}
+	}
+	owners := map[string]NamespaceOwner{
+		"/proc/10/ns/net": {Container: "pod", ClosedNetwork: true},
+		"/proc/11/ns/net": {Container: "web"},
+		"/proc/10/ns/pid": {Container: "pod"},
+		"/proc/12/ns/pid": {},
+		busy:              {InUse: true},
+	}
+	owner := func(_ specs.LinuxNamespaceType, path string) (NamespaceOwner, error) { return owners[path], nil }
+	sandbox := map[string]string{"io.kubernetes.cri.container-type": "sandbox"}
+	for _, tc := range []struct {
+		name string
+		typ  specs.LinuxNamespaceType
+		path string
+		p    *policies.Policy
+		ann  map[string]string
+		want string // "" allowed
+	}{
+		{"another process's mount namespace", specs.MountNamespace, "/proc/10/ns/mnt", closed, nil, "mount namespace is not allowed"},
+		{"a user namespace", specs.UserNamespace, "/proc/10/ns/user", closed, nil, "only pid, ipc, uts and network"},
+		{"a process outside the root", specs.PIDNamespace, "/proc/12/ns/pid", closed, nil, "not held by a container of this warden"},
+		{"a named netns", specs.NetworkNamespace, "/var/run/netns/victim", closed, nil, "not held by a container of this warden"},
+		{"a CNI netns outside a sandbox", specs.NetworkNamespace, cni, closed, nil, "not held by a container of this warden"},
+		{"an open network under a closed policy", specs.NetworkNamespace, "/proc/11/ns/net", closed, nil, "not closed"},
+		{"a busy CNI netns for a sandbox", specs.NetworkNamespace, busy, closed, sandbox, "must be a fresh one"},
+		{"a pod's pid namespace", specs.PIDNamespace, "/proc/10/ns/pid", closed, nil, ""},
+		{"a pod's closed network", specs.NetworkNamespace, "/proc/10/ns/net", closed, nil, ""},
+		{"an open network under an open policy", specs.NetworkNamespace, "/proc/11/ns/net", open, nil, ""},
+		{"a sandbox's fresh CNI netns", specs.NetworkNamespace, cni, closed, sandbox, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(tc.path, cni) {
+				if _, err := os.Stat(cni); err != nil {
+					t.Skip("needs root for /run/netns")
+				}
+			}
+			s := engineConfig()
+			s.Annotations = tc.ann
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: tc.typ, Path: tc.path})
+			_, err := Tighten(s, tc.p, TightenOptions{SameNamespace: notHost, NamespaceOwner: owner})
+			if tc.want == "" && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n")) {
+				t.Fatalf("err %v, want one line with %q", err, tc.want)
+			}
+		})
+	}
+}
