@@ -809,8 +809,8 @@ var dockerdPaths = []string{"/usr/bin/dockerd", "/usr/sbin/dockerd", "/usr/local
 
 // hooks run as root on the host (createRuntime, prestart, poststart,
 // poststop) or with the runtime's rights in the container: under a policy
-// only docker's libnetwork-setkey and the operator's --hook-allow programs
-// may run; any other hook refuses the container. A hook's path is
+// only docker's libnetwork-setkey (for this very container) and the
+// operator's --hook-allow programs may run; any other hook refuses the container. A hook's path is
 // replaced by the program it was checked as (no /proc/PID/exe reuse).
 func (t *tightener) hooks() error {
 	h := t.s.Hooks
@@ -854,9 +854,31 @@ func (t *tightener) hookProgram(kind string, h specs.Hook) (string, error) {
 		return prog, nil
 	}
 	if (kind == "prestart" || kind == "createRuntime") && slices.Contains(dockerdPaths, prog) && len(h.Args) > 0 && h.Args[0] == "libnetwork-setkey" {
+		if err := setkeyFor(h.Args, t.o.ID); err != nil {
+			return "", err
+		}
 		return prog, nil
 	}
 	return "", fmt.Errorf("program %s is not allowed", prog)
+}
+
+// setkeyFor checks that docker's libnetwork-setkey hook connects the
+// container being created (args: libnetwork-setkey [-flag=value...]
+// CONTAINER-ID CONTROLLER-ID, read as dockerd reads them), not another
+// container, whose network it would take.
+func setkeyFor(args []string, id string) error {
+	rest := args[1:]
+	for len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+		// A flag's value in the next argument would shift the ids.
+		if !strings.Contains(rest[0], "=") {
+			return fmt.Errorf("libnetwork-setkey flag %q: only -flag=value is accepted", rest[0])
+		}
+		rest = rest[1:]
+	}
+	if len(rest) != 2 || id == "" || rest[0] != id {
+		return fmt.Errorf("libnetwork-setkey %s: it may only connect the container being created (%s)", strings.Join(args[1:], " "), id)
+	}
+	return nil
 }
 
 func (t *tightener) annotations() error {

@@ -665,3 +665,47 @@ func TestTightenJoinedNamespaces(t *testing.T) {
 		})
 	}
 }
+
+// docker's libnetwork-setkey hook connects the container named in its
+// arguments: only the one being created.
+func TestTightenSetkeyID(t *testing.T) {
+	id := "0123456789abcdef0123"
+	other := "fedcba98765432100000"
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"libnetwork-setkey", "-exec-root=/var/run/docker", id, "ctrl"}, true},
+		{[]string{"libnetwork-setkey", id, "ctrl"}, true},
+		{[]string{"libnetwork-setkey", "-exec-root=/var/run/docker", other, "ctrl"}, false},
+		{[]string{"libnetwork-setkey", other, "ctrl"}, false},
+		{[]string{"libnetwork-setkey", "-exec-root", id, other, "ctrl"}, false},
+		{[]string{"libnetwork-setkey", id}, false},
+		{[]string{"libnetwork-setkey", id, "ctrl", "extra"}, false},
+	} {
+		err := setkeyFor(tc.args, id)
+		if tc.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "container being created") && !strings.Contains(err.Error(), "-flag=value") {
+			t.Errorf("%v: err %v, want ok %v", tc.args, err, tc.ok)
+		}
+	}
+	if err := setkeyFor([]string{"libnetwork-setkey", id, "ctrl"}, ""); err == nil {
+		t.Error("a setkey hook passed with no container id known")
+	}
+	// Through Tighten, with a real dockerd when the host has one.
+	for _, d := range dockerdPaths {
+		if _, err := os.Stat(d); err != nil {
+			continue
+		}
+		p := mustPolicy(t, "name = \"t\"\n")
+		for hid, ok := range map[string]bool{id: true, other: false} {
+			s := engineConfig()
+			//lint:ignore SA1019 docker 20.10 still writes prestart hooks
+			s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: d, Args: []string{"libnetwork-setkey", "-exec-root=/var/run/docker", hid, "ctrl"}}}}
+			_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, ID: id})
+			if ok != (err == nil) || err != nil && (!strings.Contains(err.Error(), "container being created") || strings.Contains(err.Error(), "\n")) {
+				t.Errorf("setkey hook for %s: err %v, want ok %v", hid, err, ok)
+			}
+		}
+		break
+	}
+}
