@@ -574,9 +574,16 @@ func (t *tightener) engineFile(src string) bool {
 	if t.o.ID != "" {
 		ids = append(ids, t.o.ID)
 	}
-	// A Kubernetes container's files are its pod sandbox's.
-	if sb := t.s.Annotations["io.kubernetes.cri.sandbox-id"]; sb != "" {
+	// A Kubernetes container's files are its pod sandbox's: trusted only
+	// for a CRI container whose sandbox this runtime runs (annotations
+	// are the caller's to set, and must not widen the binds).
+	sb := t.s.Annotations["io.kubernetes.cri.sandbox-id"]
+	if sb != "" && t.s.Annotations["io.kubernetes.cri.container-type"] == "container" && t.o.IsContainer != nil && t.o.IsContainer(sb) {
 		ids = append(ids, sb)
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		return false
 	}
 	for _, id := range ids {
 		if len(id) < 12 || strings.ContainsAny(id, "/.") {
@@ -584,7 +591,8 @@ func (t *tightener) engineFile(src string) bool {
 		}
 		for _, f := range engineFiles {
 			dir := strings.TrimSuffix(src, "/"+f)
-			if dir != src && filepath.Base(dir) == id {
+			// shm is a folder, the others regular files.
+			if dir != src && filepath.Base(dir) == id && fi.IsDir() == (filepath.Base(f) == "shm") && (fi.IsDir() || fi.Mode().IsRegular()) {
 				return true
 			}
 		}

@@ -709,3 +709,49 @@ func TestTightenSetkeyID(t *testing.T) {
 		break
 	}
 }
+
+// The io.kubernetes.cri.sandbox-id annotation names the pod whose engine
+// files a container may bind: trusted only for a CRI container whose
+// sandbox is a container of the same runtime; an engine file must be of
+// its kind (shm a folder, the others regular files).
+func TestTightenSandboxFiles(t *testing.T) {
+	root := t.TempDir()
+	id, sb := "0123456789abcdef0123", "5555555555555555aaaa"
+	dir := filepath.Join(root, "sandboxes", sb)
+	own := filepath.Join(root, "containers", id)
+	for _, d := range []string{filepath.Join(dir, "shm"), filepath.Join(own, "hosts"), own} {
+		os.MkdirAll(d, 0o755)
+	}
+	os.WriteFile(filepath.Join(dir, "hosts"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(own, "hostname"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(own, "shm"), []byte("x"), 0o644)
+	p := mustPolicy(t, "name = \"t\"\n")
+	ours := func(s string) bool { return s == sb }
+	cri := map[string]string{"io.kubernetes.cri.sandbox-id": sb, "io.kubernetes.cri.container-type": "container"}
+	noType := map[string]string{"io.kubernetes.cri.sandbox-id": sb}
+	for _, tc := range []struct {
+		name  string
+		src   string
+		ann   map[string]string
+		isCtr func(string) bool
+		ok    bool
+	}{
+		{"a CRI container's sandbox hosts", filepath.Join(dir, "hosts"), cri, ours, true},
+		{"a CRI container's sandbox shm", filepath.Join(dir, "shm"), cri, ours, true},
+		{"sandbox-id without a CRI container type", filepath.Join(dir, "hosts"), noType, ours, false},
+		{"a sandbox this runtime does not run", filepath.Join(dir, "hosts"), cri, func(string) bool { return false }, false},
+		{"no runtime check", filepath.Join(dir, "shm"), cri, nil, false},
+		{"own hostname", filepath.Join(own, "hostname"), nil, nil, true},
+		{"a folder named hosts", filepath.Join(own, "hosts"), nil, nil, false},
+		{"a file named shm", filepath.Join(own, "shm"), nil, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := engineConfig(bind(tc.src, "/x"))
+			s.Annotations = tc.ann
+			_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, ID: id, IsContainer: tc.isCtr})
+			if tc.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "grants no access") {
+				t.Fatalf("err %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
