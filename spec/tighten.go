@@ -679,10 +679,29 @@ func isStandardDevice(typ string, major, minor *int64) bool {
 	return false
 }
 
+// devices: only the standard devices stay, directly under /dev, which
+// must be the container's own tmpfs: runc makes device nodes where their
+// path says, so one in a bind mount (or a /dev that is none) would be a
+// node on the host, in a folder its users can reach.
 func (t *tightener) devices() error {
+	dev := -1
+	for i, m := range t.s.Mounts {
+		if filepath.Clean(m.Destination) == "/dev" {
+			dev = i
+		}
+	}
+	if dev == -1 || t.s.Mounts[dev].Type != "tmpfs" || isBind(t.s.Mounts[dev]) {
+		return fmt.Errorf("%w: mounts: /dev must be a tmpfs of the container's own under policy %s (runc makes the device nodes there); add {\"destination\": \"/dev\", \"type\": \"tmpfs\", \"source\": \"tmpfs\"}", ErrInvalid, t.p.Name)
+	}
 	var devs []specs.LinuxDevice
 	for _, d := range t.s.Linux.Devices {
-		if isStandardDevice(d.Type, &d.Major, &d.Minor) {
+		p := filepath.Clean(d.Path)
+		inDev := strings.HasPrefix(p, "/dev/")
+		std := isStandardDevice(d.Type, &d.Major, &d.Minor)
+		if !inDev || std && filepath.Dir(p) != "/dev" {
+			return fmt.Errorf("%w: linux.devices: %s is not directly under /dev; under policy %s a device node is made only in the container's own /dev (elsewhere it could be on the host); move it to /dev or remove it", ErrInvalid, d.Path, t.p.Name)
+		}
+		if std {
 			devs = append(devs, d)
 			continue
 		}

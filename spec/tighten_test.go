@@ -755,3 +755,46 @@ func TestTightenSandboxFiles(t *testing.T) {
 		})
 	}
 }
+
+// runc makes device nodes where their path says: only directly under the
+// container's own /dev tmpfs, never in a bind mount (on the host).
+func TestTightenDevicePaths(t *testing.T) {
+	w := t.TempDir()
+	p := mustPolicy(t, "name = \"t\"\n[fs]\nwrite = [\""+w+"\"]\n")
+	console := func(path string) specs.LinuxDevice {
+		return specs.LinuxDevice{Path: path, Type: "c", Major: 5, Minor: 1}
+	}
+	for _, tc := range []struct {
+		name   string
+		dev    specs.LinuxDevice
+		devMnt *specs.Mount
+		want   string // "" allowed
+	}{
+		{"console in /dev", console("/dev/console"), nil, ""},
+		{"a non-standard device in a /dev folder is dropped", specs.LinuxDevice{Path: "/dev/dri/card0", Type: "c", Major: 226}, nil, ""},
+		{"console in a write grant", console("/w/console"), nil, "not directly under /dev"},
+		{"console in a /dev folder", console("/dev/w/console"), nil, "not directly under /dev"},
+		{"console through ..", console("/dev/../w/console"), nil, "not directly under /dev"},
+		{"a non-standard device outside /dev", specs.LinuxDevice{Path: "/w/sda", Type: "b", Major: 8}, nil, "not directly under /dev"},
+		{"/dev a bind", console("/dev/console"), &specs.Mount{Destination: "/dev", Type: "bind", Source: w, Options: []string{"rbind"}}, "/dev must be a tmpfs"},
+		{"no /dev", console("/dev/console"), &specs.Mount{}, "/dev must be a tmpfs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := engineConfig()
+			s.Linux.Devices = append(s.Linux.Devices, tc.dev)
+			if tc.devMnt != nil {
+				s.Mounts = slices.DeleteFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == "/dev" })
+				if tc.devMnt.Destination != "" {
+					s.Mounts = append(s.Mounts, *tc.devMnt)
+				}
+			}
+			_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost})
+			if tc.want == "" && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("err %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
