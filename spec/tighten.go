@@ -424,7 +424,7 @@ var kernelFS = map[string]bool{"proc": false, "tmpfs": false, "devpts": false, "
 // noexec,nosuid,nodev down the whole tree; anything else -> read-only down
 // the whole tree. Denied and read-only paths beneath a bind are masked or
 // made read-only inside. Other file systems: only the kernel's virtual
-// ones, procfs only at /proc, writable ones noexec,nosuid,nodev. Options
+// ones, procfs only at /proc and sysfs only at /sys, writable ones noexec,nosuid,nodev. Options
 // that would undo these (rw, exec, suid, dev, shared...) are removed.
 func (t *tightener) mounts() error {
 	exp, err := expandLenient(t.p, t.o.Vars)
@@ -455,8 +455,8 @@ func (t *tightener) kernelMount(m *specs.Mount) error {
 	if !ok {
 		return fmt.Errorf("%w: mounts: %s of type %q is not allowed under policy %s; use a bind mount of a folder the policy grants", ErrInvalid, m.Destination, m.Type, t.p.Name)
 	}
-	if m.Type == "proc" && filepath.Clean(m.Destination) != "/proc" {
-		return fmt.Errorf("%w: mounts: a proc file system at %s is not allowed under policy %s: only the one at /proc has its kernel settings masked and read-only; remove the mount", ErrInvalid, m.Destination, t.p.Name)
+	if at := map[string]string{"proc": "/proc", "sysfs": "/sys"}[m.Type]; at != "" && filepath.Clean(m.Destination) != at {
+		return fmt.Errorf("%w: mounts: a %s file system at %s is not allowed under policy %s: only the one at %s has its kernel files masked and read-only; remove the mount", ErrInvalid, m.Type, m.Destination, t.p.Name, at)
 	}
 	if ro {
 		m.Options = forceOptions(m.Options, "ro")

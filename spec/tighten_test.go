@@ -366,13 +366,13 @@ func TestTightenMountOptionOrder(t *testing.T) {
 		specs.Mount{Destination: "/a", Type: "bind", Source: dir, Options: []string{"bind", "ro", "rw"}},
 		specs.Mount{Destination: "/b", Type: "bind", Source: dir, Options: []string{"rbind", "rrw", "rsuid", "rdev", "rshared"}},
 		specs.Mount{Destination: "/c", Type: "tmpfs", Source: "tmpfs", Options: []string{"noexec", "exec", "nosuid", "suid", "nodev", "dev", "shared"}},
-		specs.Mount{Destination: "/d", Type: "sysfs", Source: "sysfs", Options: []string{"ro", "rw"}},
 	)
 	s.Mounts[0].Options = []string{"exec", "suid", "dev"} // /proc
+	s.Mounts[3].Options = []string{"ro", "rw"}            // /sys
 	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
 		t.Fatal(err)
 	}
-	for _, dst := range []string{"/proc", "/a", "/b", "/c", "/d"} {
+	for _, dst := range []string{"/proc", "/a", "/b", "/c", "/sys"} {
 		opts := findOpts(s, dst)
 		for _, bad := range []string{"rw", "rrw", "exec", "rexec", "suid", "rsuid", "dev", "rdev", "shared", "rshared"} {
 			if slices.Contains(opts, bad) {
@@ -381,7 +381,7 @@ func TestTightenMountOptionOrder(t *testing.T) {
 		}
 	}
 	for dst, want := range map[string][]string{
-		"/a": {"ro", "rro", "rnosuid"}, "/b": {"ro", "rro", "rnodev"}, "/c": {"noexec", "nosuid", "nodev"}, "/d": {"ro"}, "/proc": {"noexec", "nosuid", "nodev"},
+		"/a": {"ro", "rro", "rnosuid"}, "/b": {"ro", "rro", "rnodev"}, "/c": {"noexec", "nosuid", "nodev"}, "/sys": {"ro"}, "/proc": {"noexec", "nosuid", "nodev"},
 	} {
 		for _, w := range want {
 			if !slices.Contains(findOpts(s, dst), w) {
@@ -402,6 +402,13 @@ func TestTightenProcOnlyAtProc(t *testing.T) {
 		_, err := Tighten(engineConfig(specs.Mount{Destination: dst, Type: "proc", Source: "proc"}), p, TightenOptions{SameNamespace: notHost})
 		if err == nil || !strings.Contains(err.Error(), "only the one at /proc") {
 			t.Errorf("proc at %s: err %v, want a refusal", dst, err)
+		}
+	}
+	// sysfs too: a second one would escape the masks on /sys/firmware...
+	for _, dst := range []string{"/h", "/sys/../h", "/sys/fs"} {
+		_, err := Tighten(engineConfig(specs.Mount{Destination: dst, Type: "sysfs", Source: "sysfs"}), p, TightenOptions{SameNamespace: notHost})
+		if err == nil || !strings.Contains(err.Error(), "only the one at /sys") {
+			t.Errorf("sysfs at %s: err %v, want a refusal", dst, err)
 		}
 	}
 }
