@@ -254,8 +254,15 @@ func tightenScheduling(p *specs.Process, changef func(string, ...any)) {
 		changef("process: negative oomScoreAdj raised to 0")
 	}
 	// RLIMIT_RTPRIO 0: no real-time priority; RLIMIT_NICE 20: no nice
-	// below 0 (the limit is 20 minus the lowest nice allowed).
-	ceiling := map[string]uint64{"RLIMIT_RTPRIO": 0, "RLIMIT_RTTIME": 0, "RLIMIT_NICE": 20}
+	// below 0 (the limit is 20 minus the lowest nice allowed), and not
+	// above the runtime's own hard limit, which the container's init
+	// could not raise it past.
+	nice := uint64(20)
+	var own unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NICE, &own) == nil {
+		nice = min(nice, own.Max)
+	}
+	ceiling := map[string]uint64{"RLIMIT_RTPRIO": 0, "RLIMIT_RTTIME": 0, "RLIMIT_NICE": nice}
 	for i := range p.Rlimits {
 		r := &p.Rlimits[i]
 		max, ok := ceiling[r.Type]
