@@ -109,6 +109,9 @@ type tightener struct {
 	o       TightenOptions
 	limits  policies.Limits
 	changes []string
+	// netOwner is the container whose network namespace this one joins:
+	// docker binds that one's hosts and resolv.conf (--network container:X).
+	netOwner string
 }
 
 func (t *tightener) changef(format string, args ...any) {
@@ -346,6 +349,9 @@ func (t *tightener) joinable(ns specs.LinuxNamespace) error {
 	if ns.Type == specs.NetworkNamespace && len(t.p.Network.Allow) == 0 && !owner.ClosedNetwork {
 		return fmt.Errorf("container %s's network is not closed, and policy %s allows no network; join a container under a policy without network, or remove the path", owner.Container, t.p.Name)
 	}
+	if ns.Type == specs.NetworkNamespace {
+		t.netOwner = owner.Container
+	}
 	return nil
 }
 
@@ -578,8 +584,10 @@ func (t *tightener) engineFile(src string) bool {
 		}
 	}
 	ids := []string{}
-	if t.o.ID != "" {
-		ids = append(ids, t.o.ID)
+	for _, id := range []string{t.o.ID, t.netOwner} {
+		if id != "" {
+			ids = append(ids, id)
+		}
 	}
 	// A Kubernetes container's files are its pod sandbox's: trusted only
 	// for a CRI container whose sandbox this runtime runs (annotations

@@ -812,3 +812,26 @@ func TestTightenDevicePaths(t *testing.T) {
 		})
 	}
 }
+
+// docker --network container:X binds X's hosts and resolv.conf: the
+// engine files of the container whose network namespace is joined.
+func TestTightenNetworkOwnerFiles(t *testing.T) {
+	id, x := "0123456789abcdef0123", "7777777777777777bbbb"
+	resolv := filepath.Join(t.TempDir(), "containers", x, "resolv.conf")
+	os.MkdirAll(filepath.Dir(resolv), 0o755)
+	os.WriteFile(resolv, []byte("x"), 0o644)
+	p := mustPolicy(t, "name = \"t\"\n")
+	owner := func(specs.LinuxNamespaceType, string) (NamespaceOwner, error) {
+		return NamespaceOwner{Container: x, ClosedNetwork: true}, nil
+	}
+	for join, ok := range map[bool]bool{true: true, false: false} {
+		s := engineConfig(bind(resolv, "/etc/resolv.conf"))
+		if join {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/proc/10/ns/net"})
+		}
+		_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, ID: id, NamespaceOwner: owner})
+		if ok != (err == nil) {
+			t.Errorf("joining %s's network %v: err %v, want ok %v", x, join, err, ok)
+		}
+	}
+}
