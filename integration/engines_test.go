@@ -273,5 +273,10 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 	if r := e.docker(t, "exec", "--privileged", name, "grep", "CapEff", "/proc/self/status"); r.Exit != 0 || !strings.Contains(r.Stdout, "0000000000000000") {
 		t.Fatalf("docker exec --privileged under a policy: %q %q", r.Stdout, r.Stderr)
 	}
+	// --network and --pid container:X join the namespaces of a container
+	// of the same runtime root: allowed under a policy.
+	if r := e.docker(t, "run", "--rm", "--runtime=warden-locked", "--network", "container:"+name, "--pid", "container:"+name, "busybox", "sh", "-c", "cat /proc/1/comm; ls /sys/class/net"); r.Exit != 0 || r.Stdout != "sleep\nlo\n" {
+		t.Fatalf("docker run --network/--pid container:X under a policy: exit %d %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
 	e.docker(t, "rm", "-f", name)
 }

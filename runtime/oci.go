@@ -210,25 +210,95 @@ func absoluteBindSources(s *specs.Spec, bundle string) {
 
 // checkNewCgroup refuses a container under a policy whose cgroup exists
 // already: libcontainer would join it and write the policy's limits over
-// a host cgroup's (cgroupsPath "/system.slice") or another container's.
+// a host cgroup's (cgroupsPath "/system.slice") or another container's. A
+// relative path (the default: the id) is under warden's own cgroup, as
+// libcontainer places it.
 func checkNewCgroup(id string, s *specs.Spec, policy string) error {
-	path := s.Linux.CgroupsPath
-	if path == "" {
-		path = id
+	inner := s.Linux.CgroupsPath
+	if inner == "" {
+		inner = id
 	}
-	path = filepath.Join("/", path)
-	for _, root := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup"} {
-		if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
-			continue // not a cgroup hierarchy on this host
-		}
-		if path == "/" {
-			return fmt.Errorf("%w: linux.cgroupsPath %q is the root cgroup; a container under policy %s needs a cgroup of its own", spec.ErrInvalid, s.Linux.CgroupsPath, policy)
-		}
-		if _, err := os.Stat(filepath.Join(root, path)); err == nil {
-			return fmt.Errorf("%w: linux.cgroupsPath %q: cgroup %s exists already; a container under policy %s gets a new cgroup of its own, so name one that does not exist", spec.ErrInvalid, s.Linux.CgroupsPath, filepath.Join(root, path), policy)
+	if filepath.IsAbs(inner) {
+		inner = filepath.Clean(inner)
+	} else {
+		// libcontainer's LexicallyCleanPath: no ".." above the start.
+		inner, _ = filepath.Rel("/", filepath.Join("/", inner))
+	}
+	if inner == "/" {
+		return fmt.Errorf("%w: linux.cgroupsPath %q is the root cgroup; a container under policy %s needs a cgroup of its own", spec.ErrInvalid, s.Linux.CgroupsPath, policy)
+	}
+	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return err
+	}
+	for _, dir := range cgroupDirs(string(mountinfo), string(self), inner) {
+		if _, err := os.Stat(dir); err == nil {
+			return fmt.Errorf("%w: linux.cgroupsPath %q: cgroup %s exists already; a container under policy %s gets a new cgroup of its own, so name one that does not exist", spec.ErrInvalid, s.Linux.CgroupsPath, dir, policy)
 		}
 	}
 	return nil
+}
+
+// cgroupDirs are the folders libcontainer's cgroupfs driver may use for
+// the cgroup path inner, in every mounted hierarchy: an absolute path
+// from the hierarchy's root; a relative one from the caller's own cgroup
+// there (self is /proc/self/cgroup), or, for a cgroup2 hierarchy (hybrid
+// or not), from its root too.
+func cgroupDirs(mountinfo, self, inner string) []string {
+	own := map[string]string{} // controllers ("" for cgroup2) -> path
+	for _, line := range strings.Split(self, "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 {
+			own[f[1]] = f[2]
+		}
+	}
+	var dirs []string
+	add := func(d string) {
+		if !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	for _, line := range strings.Split(mountinfo, "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 3 || g[0] != "cgroup" && g[0] != "cgroup2" {
+			continue
+		}
+		root, mnt := f[3], f[4]
+		if filepath.IsAbs(inner) || g[0] == "cgroup2" {
+			add(filepath.Join(mnt, inner))
+		}
+		if filepath.IsAbs(inner) {
+			continue
+		}
+		opts := strings.Split(g[2], ",")
+		for ctrls, path := range own {
+			if (ctrls == "") != (g[0] == "cgroup2") {
+				continue
+			}
+			if ctrls != "" && !allIn(strings.Split(ctrls, ","), opts) {
+				continue
+			}
+			// A hierarchy mounted from below its root (a nested
+			// container) shows the caller's cgroup from there.
+			if rel, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(rel, "..") {
+				add(filepath.Join(mnt, rel, inner))
+			}
+		}
+	}
+	return dirs
+}
+
+func allIn(want, have []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // tighten applies the container's policy to its spec.
@@ -242,11 +312,13 @@ func (o *OCI) tighten(id string, s *specs.Spec) (*policyRecord, error) {
 	}
 	home, _ := os.UserHomeDir()
 	changes, err := spec.Tighten(s, p, spec.TightenOptions{
-		Vars:         policies.Vars{SkillDir: filepath.Dir(file), Home: home},
-		Capabilities: o.CapAllow,
-		ID:           id,
-		BindAllow:    o.BindAllow,
-		HookAllow:    o.HookAllow,
+		Vars:           policies.Vars{SkillDir: filepath.Dir(file), Home: home},
+		Capabilities:   o.CapAllow,
+		ID:             id,
+		BindAllow:      o.BindAllow,
+		HookAllow:      o.HookAllow,
+		NamespaceOwner: o.namespaceOwner,
+		IsContainer:    o.isContainer,
 	})
 	if err != nil {
 		return nil, err
@@ -341,11 +413,12 @@ func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
 			if err := checkBinds(pid, pins); err != nil {
 				return err
 			}
-			if !rec.Network {
+			if !rec.Network && !joinsNetwork(s) {
 				// The engine's prestart hooks (docker's libnetwork) and CNI
 				// may have put interfaces into the namespace: a policy
 				// without network leaves only loopback, before the process
-				// runs.
+				// runs. A joined namespace is another container's (checked
+				// closed by Tighten), never stripped.
 				return isolateNetwork(pid)
 			}
 			return nil

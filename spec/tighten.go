@@ -33,6 +33,12 @@ type TightenOptions struct {
 	// runtime's own (the host's) namespaces, or an error when it cannot
 	// tell; nil compares with /proc/self/ns.
 	SameNamespace func(typ specs.LinuxNamespaceType, path string) (bool, error)
+	// NamespaceOwner says who holds a namespace given by path (see
+	// NamespaceOwner); nil: no container of the runtime's holds any.
+	NamespaceOwner func(typ specs.LinuxNamespaceType, path string) (NamespaceOwner, error)
+	// IsContainer reports whether id is a container in the runtime's own
+	// state root; nil: none is.
+	IsContainer func(id string) bool
 	// ID is the container's id: the files an engine makes for it (docker's
 	// hosts, resolv.conf...) live in a folder of that name.
 	ID string
@@ -42,6 +48,19 @@ type TightenOptions struct {
 	// BindAllow are the operator's patterns (filepath.Match) of host paths
 	// a container may bind read-only though the policy does not grant them.
 	BindAllow []string
+}
+
+// NamespaceOwner is who holds a namespace a config joins by path.
+type NamespaceOwner struct {
+	// Container is the id of a live container in the runtime's own state
+	// root whose init is in the namespace; "" when there is none.
+	Container string
+	// ClosedNetwork: that container's policy allows no network (its
+	// network namespace was left only loopback).
+	ClosedNetwork bool
+	// InUse: some process on the host is in the namespace (asked for
+	// network namespaces only).
+	InUse bool
 }
 
 // Tighten applies a policy to an incoming OCI config (an engine's
@@ -90,6 +109,9 @@ type tightener struct {
 	o       TightenOptions
 	limits  policies.Limits
 	changes []string
+	// netOwner is the container whose network namespace this one joins:
+	// docker binds that one's hosts and resolv.conf (--network container:X).
+	netOwner string
 }
 
 func (t *tightener) changef(format string, args ...any) {
@@ -235,8 +257,15 @@ func tightenScheduling(p *specs.Process, changef func(string, ...any)) {
 		changef("process: negative oomScoreAdj raised to 0")
 	}
 	// RLIMIT_RTPRIO 0: no real-time priority; RLIMIT_NICE 20: no nice
-	// below 0 (the limit is 20 minus the lowest nice allowed).
-	ceiling := map[string]uint64{"RLIMIT_RTPRIO": 0, "RLIMIT_RTTIME": 0, "RLIMIT_NICE": 20}
+	// below 0 (the limit is 20 minus the lowest nice allowed), and not
+	// above the runtime's own hard limit, which the container's init
+	// could not raise it past.
+	nice := uint64(20)
+	var own unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NICE, &own) == nil {
+		nice = min(nice, own.Max)
+	}
+	ceiling := map[string]uint64{"RLIMIT_RTPRIO": 0, "RLIMIT_RTTIME": 0, "RLIMIT_NICE": nice}
 	for i := range p.Rlimits {
 		r := &p.Rlimits[i]
 		max, ok := ceiling[r.Type]
@@ -250,9 +279,8 @@ func tightenScheduling(p *specs.Process, changef func(string, ...any)) {
 
 // namespaces: the container gets its own mount, pid, ipc, uts, cgroup and
 // network namespaces (a policy that allows network still never shares
-// the host's: its ports, loopback services and interfaces); joining one of
-// the host's own namespaces by path is refused. Joining another
-// container's namespace (a Kubernetes pod's) is kept. Host network
+// the host's: its ports, loopback services and interfaces); a namespace
+// given by path must pass joinable. Host network
 // devices moved into the container (linux.netDevices) are refused.
 func (t *tightener) namespaces() error {
 	need := []specs.LinuxNamespaceType{specs.MountNamespace, specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.CgroupNamespace, specs.NetworkNamespace}
@@ -268,12 +296,8 @@ func (t *tightener) namespaces() error {
 		if ns.Path == "" {
 			continue
 		}
-		same, err := t.o.SameNamespace(ns.Type, ns.Path)
-		if err != nil {
-			return fmt.Errorf("%w: linux.namespaces: %s namespace %s: %v; a container under policy %s may join only namespaces warden can inspect", ErrInvalid, ns.Type, ns.Path, err, t.p.Name)
-		}
-		if same {
-			return fmt.Errorf("%w: linux.namespaces: %s namespace %s is the host's own; a container under policy %s gets its own (drop the host namespace option)", ErrInvalid, ns.Type, ns.Path, t.p.Name)
+		if err := t.joinable(ns); err != nil {
+			return fmt.Errorf("%w: linux.namespaces: %s namespace %s: %v", ErrInvalid, ns.Type, ns.Path, err)
 		}
 	}
 	for _, typ := range need {
@@ -283,6 +307,74 @@ func (t *tightener) namespaces() error {
 		}
 	}
 	return nil
+}
+
+// joinable checks a namespace a config joins by path. A mount or user
+// namespace never: the container's root would be set up inside another
+// process's mounts (which then runs the image's programs), or it would
+// take that namespace's users. The others only when a container of the
+// same runtime (state root) holds them, as a Kubernetes pod's or docker's
+// --network container:X do, or, for a CRI pod sandbox, the fresh network
+// namespace CNI made for it.
+func (t *tightener) joinable(ns specs.LinuxNamespace) error {
+	switch ns.Type {
+	case specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.NetworkNamespace:
+	case specs.MountNamespace:
+		return fmt.Errorf("joining another process's mount namespace is not allowed under policy %s (the container would be set up inside it); remove the path so the container gets its own", t.p.Name)
+	default:
+		return fmt.Errorf("under policy %s only pid, ipc, uts and network namespaces may be joined by path; remove the path so the container gets its own", t.p.Name)
+	}
+	same, err := t.o.SameNamespace(ns.Type, ns.Path)
+	if err != nil {
+		return fmt.Errorf("%v; a container under policy %s may join only namespaces warden can inspect", err, t.p.Name)
+	}
+	if same {
+		return fmt.Errorf("is the host's own; a container under policy %s gets its own (drop the host namespace option)", t.p.Name)
+	}
+	var owner NamespaceOwner
+	if t.o.NamespaceOwner != nil {
+		if owner, err = t.o.NamespaceOwner(ns.Type, ns.Path); err != nil {
+			return fmt.Errorf("%v; a container under policy %s may join only namespaces warden can inspect", err, t.p.Name)
+		}
+	}
+	if ns.Type == specs.NetworkNamespace && CNISandboxNetns(t.s) {
+		if owner.Container != "" || owner.InUse {
+			return fmt.Errorf("a pod sandbox's CNI network namespace must be a fresh one, but processes are in it already; under policy %s a sandbox joins only the namespace CNI made for it", t.p.Name)
+		}
+		return nil
+	}
+	if owner.Container == "" {
+		return fmt.Errorf("is not held by a container of this warden (same --root); under policy %s a container joins only the namespaces of such containers (a pod's or --network container:X); remove the path", t.p.Name)
+	}
+	if ns.Type == specs.NetworkNamespace && len(t.p.Network.Allow) == 0 && !owner.ClosedNetwork {
+		return fmt.Errorf("container %s's network is not closed, and policy %s allows no network; join a container under a policy without network, or remove the path", owner.Container, t.p.Name)
+	}
+	if ns.Type == specs.NetworkNamespace {
+		t.netOwner = owner.Container
+	}
+	return nil
+}
+
+// CNISandboxNetns reports whether s is a Kubernetes pod sandbox
+// (containerd CRI) joining a network namespace CNI made for it
+// (/run/netns/cni-*): the only joined namespace whose interfaces the
+// no-network cleanup may remove.
+func CNISandboxNetns(s *specs.Spec) bool {
+	if s.Annotations["io.kubernetes.cri.container-type"] != "sandbox" || s.Linux == nil {
+		return false
+	}
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Type != specs.NetworkNamespace || ns.Path == "" {
+			continue
+		}
+		p := filepath.Clean(ns.Path)
+		if dir := filepath.Dir(p); (dir == "/run/netns" || dir == "/var/run/netns") && strings.HasPrefix(filepath.Base(p), "cni-") {
+			fi, err := os.Lstat(p)
+			return err == nil && fi.Mode()&fs.ModeSymlink == 0
+		}
+		return false
+	}
+	return false
 }
 
 // sameAsOwnNamespace compares a namespace file with this process's own.
@@ -345,7 +437,7 @@ var kernelFS = map[string]bool{"proc": false, "tmpfs": false, "devpts": false, "
 // noexec,nosuid,nodev down the whole tree; anything else -> read-only down
 // the whole tree. Denied and read-only paths beneath a bind are masked or
 // made read-only inside. Other file systems: only the kernel's virtual
-// ones, procfs only at /proc, writable ones noexec,nosuid,nodev. Options
+// ones, procfs only at /proc and sysfs only at /sys, writable ones noexec,nosuid,nodev. Options
 // that would undo these (rw, exec, suid, dev, shared...) are removed.
 func (t *tightener) mounts() error {
 	exp, err := expandLenient(t.p, t.o.Vars)
@@ -376,8 +468,8 @@ func (t *tightener) kernelMount(m *specs.Mount) error {
 	if !ok {
 		return fmt.Errorf("%w: mounts: %s of type %q is not allowed under policy %s; use a bind mount of a folder the policy grants", ErrInvalid, m.Destination, m.Type, t.p.Name)
 	}
-	if m.Type == "proc" && filepath.Clean(m.Destination) != "/proc" {
-		return fmt.Errorf("%w: mounts: a proc file system at %s is not allowed under policy %s: only the one at /proc has its kernel settings masked and read-only; remove the mount", ErrInvalid, m.Destination, t.p.Name)
+	if at := map[string]string{"proc": "/proc", "sysfs": "/sys"}[m.Type]; at != "" && filepath.Clean(m.Destination) != at {
+		return fmt.Errorf("%w: mounts: a %s file system at %s is not allowed under policy %s: only the one at %s has its kernel files masked and read-only; remove the mount", ErrInvalid, m.Type, m.Destination, t.p.Name, at)
 	}
 	if ro {
 		m.Options = forceOptions(m.Options, "ro")
@@ -492,12 +584,21 @@ func (t *tightener) engineFile(src string) bool {
 		}
 	}
 	ids := []string{}
-	if t.o.ID != "" {
-		ids = append(ids, t.o.ID)
+	for _, id := range []string{t.o.ID, t.netOwner} {
+		if id != "" {
+			ids = append(ids, id)
+		}
 	}
-	// A Kubernetes container's files are its pod sandbox's.
-	if sb := t.s.Annotations["io.kubernetes.cri.sandbox-id"]; sb != "" {
+	// A Kubernetes container's files are its pod sandbox's: trusted only
+	// for a CRI container whose sandbox this runtime runs (annotations
+	// are the caller's to set, and must not widen the binds).
+	sb := t.s.Annotations["io.kubernetes.cri.sandbox-id"]
+	if sb != "" && t.s.Annotations["io.kubernetes.cri.container-type"] == "container" && t.o.IsContainer != nil && t.o.IsContainer(sb) {
 		ids = append(ids, sb)
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		return false
 	}
 	for _, id := range ids {
 		if len(id) < 12 || strings.ContainsAny(id, "/.") {
@@ -505,7 +606,8 @@ func (t *tightener) engineFile(src string) bool {
 		}
 		for _, f := range engineFiles {
 			dir := strings.TrimSuffix(src, "/"+f)
-			if dir != src && filepath.Base(dir) == id {
+			// shm is a folder, the others regular files.
+			if dir != src && filepath.Base(dir) == id && fi.IsDir() == (filepath.Base(f) == "shm") && (fi.IsDir() || fi.Mode().IsRegular()) {
 				return true
 			}
 		}
@@ -592,10 +694,29 @@ func isStandardDevice(typ string, major, minor *int64) bool {
 	return false
 }
 
+// devices: only the standard devices stay, directly under /dev, which
+// must be the container's own tmpfs: runc makes device nodes where their
+// path says, so one in a bind mount (or a /dev that is none) would be a
+// node on the host, in a folder its users can reach.
 func (t *tightener) devices() error {
+	dev := -1
+	for i, m := range t.s.Mounts {
+		if filepath.Clean(m.Destination) == "/dev" {
+			dev = i
+		}
+	}
+	if dev == -1 || t.s.Mounts[dev].Type != "tmpfs" || isBind(t.s.Mounts[dev]) {
+		return fmt.Errorf("%w: mounts: /dev must be a tmpfs of the container's own under policy %s (runc makes the device nodes there); add {\"destination\": \"/dev\", \"type\": \"tmpfs\", \"source\": \"tmpfs\"}", ErrInvalid, t.p.Name)
+	}
 	var devs []specs.LinuxDevice
 	for _, d := range t.s.Linux.Devices {
-		if isStandardDevice(d.Type, &d.Major, &d.Minor) {
+		p := filepath.Clean(d.Path)
+		inDev := strings.HasPrefix(p, "/dev/")
+		std := isStandardDevice(d.Type, &d.Major, &d.Minor)
+		if !inDev || std && filepath.Dir(p) != "/dev" {
+			return fmt.Errorf("%w: linux.devices: %s is not directly under /dev; under policy %s a device node is made only in the container's own /dev (elsewhere it could be on the host); move it to /dev or remove it", ErrInvalid, d.Path, t.p.Name)
+		}
+		if std {
 			devs = append(devs, d)
 			continue
 		}
@@ -730,8 +851,8 @@ var dockerdPaths = []string{"/usr/bin/dockerd", "/usr/sbin/dockerd", "/usr/local
 
 // hooks run as root on the host (createRuntime, prestart, poststart,
 // poststop) or with the runtime's rights in the container: under a policy
-// only docker's libnetwork-setkey and the operator's --hook-allow programs
-// may run; any other hook refuses the container. A hook's path is
+// only docker's libnetwork-setkey (for this very container) and the
+// operator's --hook-allow programs may run; any other hook refuses the container. A hook's path is
 // replaced by the program it was checked as (no /proc/PID/exe reuse).
 func (t *tightener) hooks() error {
 	h := t.s.Hooks
@@ -775,9 +896,31 @@ func (t *tightener) hookProgram(kind string, h specs.Hook) (string, error) {
 		return prog, nil
 	}
 	if (kind == "prestart" || kind == "createRuntime") && slices.Contains(dockerdPaths, prog) && len(h.Args) > 0 && h.Args[0] == "libnetwork-setkey" {
+		if err := setkeyFor(h.Args, t.o.ID); err != nil {
+			return "", err
+		}
 		return prog, nil
 	}
 	return "", fmt.Errorf("program %s is not allowed", prog)
+}
+
+// setkeyFor checks that docker's libnetwork-setkey hook connects the
+// container being created (args: libnetwork-setkey [-flag=value...]
+// CONTAINER-ID CONTROLLER-ID, read as dockerd reads them), not another
+// container, whose network it would take.
+func setkeyFor(args []string, id string) error {
+	rest := args[1:]
+	for len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+		// A flag's value in the next argument would shift the ids.
+		if !strings.Contains(rest[0], "=") {
+			return fmt.Errorf("libnetwork-setkey flag %q: only -flag=value is accepted", rest[0])
+		}
+		rest = rest[1:]
+	}
+	if len(rest) != 2 || id == "" || rest[0] != id {
+		return fmt.Errorf("libnetwork-setkey %s: it may only connect the container being created (%s)", strings.Join(args[1:], " "), id)
+	}
+	return nil
 }
 
 func (t *tightener) annotations() error {

@@ -366,13 +366,13 @@ func TestTightenMountOptionOrder(t *testing.T) {
 		specs.Mount{Destination: "/a", Type: "bind", Source: dir, Options: []string{"bind", "ro", "rw"}},
 		specs.Mount{Destination: "/b", Type: "bind", Source: dir, Options: []string{"rbind", "rrw", "rsuid", "rdev", "rshared"}},
 		specs.Mount{Destination: "/c", Type: "tmpfs", Source: "tmpfs", Options: []string{"noexec", "exec", "nosuid", "suid", "nodev", "dev", "shared"}},
-		specs.Mount{Destination: "/d", Type: "sysfs", Source: "sysfs", Options: []string{"ro", "rw"}},
 	)
 	s.Mounts[0].Options = []string{"exec", "suid", "dev"} // /proc
+	s.Mounts[3].Options = []string{"ro", "rw"}            // /sys
 	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
 		t.Fatal(err)
 	}
-	for _, dst := range []string{"/proc", "/a", "/b", "/c", "/d"} {
+	for _, dst := range []string{"/proc", "/a", "/b", "/c", "/sys"} {
 		opts := findOpts(s, dst)
 		for _, bad := range []string{"rw", "rrw", "exec", "rexec", "suid", "rsuid", "dev", "rdev", "shared", "rshared"} {
 			if slices.Contains(opts, bad) {
@@ -381,7 +381,7 @@ func TestTightenMountOptionOrder(t *testing.T) {
 		}
 	}
 	for dst, want := range map[string][]string{
-		"/a": {"ro", "rro", "rnosuid"}, "/b": {"ro", "rro", "rnodev"}, "/c": {"noexec", "nosuid", "nodev"}, "/d": {"ro"}, "/proc": {"noexec", "nosuid", "nodev"},
+		"/a": {"ro", "rro", "rnosuid"}, "/b": {"ro", "rro", "rnodev"}, "/c": {"noexec", "nosuid", "nodev"}, "/sys": {"ro"}, "/proc": {"noexec", "nosuid", "nodev"},
 	} {
 		for _, w := range want {
 			if !slices.Contains(findOpts(s, dst), w) {
@@ -402,6 +402,13 @@ func TestTightenProcOnlyAtProc(t *testing.T) {
 		_, err := Tighten(engineConfig(specs.Mount{Destination: dst, Type: "proc", Source: "proc"}), p, TightenOptions{SameNamespace: notHost})
 		if err == nil || !strings.Contains(err.Error(), "only the one at /proc") {
 			t.Errorf("proc at %s: err %v, want a refusal", dst, err)
+		}
+	}
+	// sysfs too: a second one would escape the masks on /sys/firmware...
+	for _, dst := range []string{"/h", "/sys/../h", "/sys/fs"} {
+		_, err := Tighten(engineConfig(specs.Mount{Destination: dst, Type: "sysfs", Source: "sysfs"}), p, TightenOptions{SameNamespace: notHost})
+		if err == nil || !strings.Contains(err.Error(), "only the one at /sys") {
+			t.Errorf("sysfs at %s: err %v, want a refusal", dst, err)
 		}
 	}
 }
@@ -508,7 +515,14 @@ func TestTightenSchedulingAndRealtime(t *testing.T) {
 	if len(s.Linux.Resources.Unified) != 0 || s.Linux.Resources.HugepageLimits[0].Limit != 0 {
 		t.Errorf("unified %v, hugepages %+v kept", s.Linux.Resources.Unified, s.Linux.Resources.HugepageLimits)
 	}
-	want := []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO"}, {Type: "RLIMIT_NICE", Hard: 20, Soft: 20}, {Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 1024}}
+	// RLIMIT_NICE: at most 20, and at most the runtime's own hard limit
+	// (the container's init could not set more: "error setting rlimit").
+	var own unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NICE, &own); err != nil {
+		t.Fatal(err)
+	}
+	nice := min(20, own.Max)
+	want := []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO"}, {Type: "RLIMIT_NICE", Hard: nice, Soft: nice}, {Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 1024}}
 	if !slices.Equal(s.Process.Rlimits, want) {
 		t.Errorf("rlimits %+v, want %+v", s.Process.Rlimits, want)
 	}
@@ -597,5 +611,227 @@ func TestTightenRootAndRdt(t *testing.T) {
 	}
 	if s.Linux.IntelRdt != nil {
 		t.Errorf("intelRdt kept: %+v", s.Linux.IntelRdt)
+	}
+}
+
+// A namespace given by path: never a mount or user one; pid, ipc, uts and
+// network only when a container of the same runtime holds it (its network
+// closed when the policy allows none), or a CRI sandbox's fresh CNI
+// network namespace.
+func TestTightenJoinedNamespaces(t *testing.T) {
+	closed := mustPolicy(t, "name = \"t\"\n")
+	open := mustPolicy(t, "name = \"t\"\n[network]\nallow = [\"example.com:443\"]\n")
+	cni := filepath.Join("/run/netns", "cni-"+filepath.Base(t.TempDir()))
+	busy := cni + "-busy"
+	if err := os.MkdirAll("/run/netns", 0o755); err == nil {
+		for _, f := range []string{cni, busy} {
+			if f, err := os.Create(f); err == nil {
+				f.Close()
+				defer os.Remove(f.Name())
+			}
+		}
+	}
+	owners := map[string]NamespaceOwner{
+		"/proc/10/ns/net": {Container: "pod", ClosedNetwork: true},
+		"/proc/11/ns/net": {Container: "web"},
+		"/proc/10/ns/pid": {Container: "pod"},
+		"/proc/12/ns/pid": {},
+		busy:              {InUse: true},
+	}
+	owner := func(_ specs.LinuxNamespaceType, path string) (NamespaceOwner, error) { return owners[path], nil }
+	sandbox := map[string]string{"io.kubernetes.cri.container-type": "sandbox"}
+	for _, tc := range []struct {
+		name string
+		typ  specs.LinuxNamespaceType
+		path string
+		p    *policies.Policy
+		ann  map[string]string
+		want string // "" allowed
+	}{
+		{"another process's mount namespace", specs.MountNamespace, "/proc/10/ns/mnt", closed, nil, "mount namespace is not allowed"},
+		{"a user namespace", specs.UserNamespace, "/proc/10/ns/user", closed, nil, "only pid, ipc, uts and network"},
+		{"a process outside the root", specs.PIDNamespace, "/proc/12/ns/pid", closed, nil, "not held by a container of this warden"},
+		{"a named netns", specs.NetworkNamespace, "/var/run/netns/victim", closed, nil, "not held by a container of this warden"},
+		{"a CNI netns outside a sandbox", specs.NetworkNamespace, cni, closed, nil, "not held by a container of this warden"},
+		{"an open network under a closed policy", specs.NetworkNamespace, "/proc/11/ns/net", closed, nil, "not closed"},
+		{"a busy CNI netns for a sandbox", specs.NetworkNamespace, busy, closed, sandbox, "must be a fresh one"},
+		{"a pod's pid namespace", specs.PIDNamespace, "/proc/10/ns/pid", closed, nil, ""},
+		{"a pod's closed network", specs.NetworkNamespace, "/proc/10/ns/net", closed, nil, ""},
+		{"an open network under an open policy", specs.NetworkNamespace, "/proc/11/ns/net", open, nil, ""},
+		{"a sandbox's fresh CNI netns", specs.NetworkNamespace, cni, closed, sandbox, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(tc.path, cni) {
+				if _, err := os.Stat(cni); err != nil {
+					t.Skip("needs root for /run/netns")
+				}
+			}
+			s := engineConfig()
+			s.Annotations = tc.ann
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: tc.typ, Path: tc.path})
+			_, err := Tighten(s, tc.p, TightenOptions{SameNamespace: notHost, NamespaceOwner: owner})
+			if tc.want == "" && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n")) {
+				t.Fatalf("err %v, want one line with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// docker's libnetwork-setkey hook connects the container named in its
+// arguments: only the one being created.
+func TestTightenSetkeyID(t *testing.T) {
+	id := "0123456789abcdef0123"
+	other := "fedcba98765432100000"
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"libnetwork-setkey", "-exec-root=/var/run/docker", id, "ctrl"}, true},
+		{[]string{"libnetwork-setkey", id, "ctrl"}, true},
+		{[]string{"libnetwork-setkey", "-exec-root=/var/run/docker", other, "ctrl"}, false},
+		{[]string{"libnetwork-setkey", other, "ctrl"}, false},
+		{[]string{"libnetwork-setkey", "-exec-root", id, other, "ctrl"}, false},
+		{[]string{"libnetwork-setkey", id}, false},
+		{[]string{"libnetwork-setkey", id, "ctrl", "extra"}, false},
+	} {
+		err := setkeyFor(tc.args, id)
+		if tc.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "container being created") && !strings.Contains(err.Error(), "-flag=value") {
+			t.Errorf("%v: err %v, want ok %v", tc.args, err, tc.ok)
+		}
+	}
+	if err := setkeyFor([]string{"libnetwork-setkey", id, "ctrl"}, ""); err == nil {
+		t.Error("a setkey hook passed with no container id known")
+	}
+	// Through Tighten, with a real dockerd when the host has one.
+	for _, d := range dockerdPaths {
+		if _, err := os.Stat(d); err != nil {
+			continue
+		}
+		p := mustPolicy(t, "name = \"t\"\n")
+		for hid, ok := range map[string]bool{id: true, other: false} {
+			s := engineConfig()
+			//lint:ignore SA1019 docker 20.10 still writes prestart hooks
+			s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: d, Args: []string{"libnetwork-setkey", "-exec-root=/var/run/docker", hid, "ctrl"}}}}
+			_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, ID: id})
+			if ok != (err == nil) || err != nil && (!strings.Contains(err.Error(), "container being created") || strings.Contains(err.Error(), "\n")) {
+				t.Errorf("setkey hook for %s: err %v, want ok %v", hid, err, ok)
+			}
+		}
+		break
+	}
+}
+
+// The io.kubernetes.cri.sandbox-id annotation names the pod whose engine
+// files a container may bind: trusted only for a CRI container whose
+// sandbox is a container of the same runtime; an engine file must be of
+// its kind (shm a folder, the others regular files).
+func TestTightenSandboxFiles(t *testing.T) {
+	root := t.TempDir()
+	id, sb := "0123456789abcdef0123", "5555555555555555aaaa"
+	dir := filepath.Join(root, "sandboxes", sb)
+	own := filepath.Join(root, "containers", id)
+	for _, d := range []string{filepath.Join(dir, "shm"), filepath.Join(own, "hosts"), own} {
+		os.MkdirAll(d, 0o755)
+	}
+	os.WriteFile(filepath.Join(dir, "hosts"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(own, "hostname"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(own, "shm"), []byte("x"), 0o644)
+	p := mustPolicy(t, "name = \"t\"\n")
+	ours := func(s string) bool { return s == sb }
+	cri := map[string]string{"io.kubernetes.cri.sandbox-id": sb, "io.kubernetes.cri.container-type": "container"}
+	noType := map[string]string{"io.kubernetes.cri.sandbox-id": sb}
+	for _, tc := range []struct {
+		name  string
+		src   string
+		ann   map[string]string
+		isCtr func(string) bool
+		ok    bool
+	}{
+		{"a CRI container's sandbox hosts", filepath.Join(dir, "hosts"), cri, ours, true},
+		{"a CRI container's sandbox shm", filepath.Join(dir, "shm"), cri, ours, true},
+		{"sandbox-id without a CRI container type", filepath.Join(dir, "hosts"), noType, ours, false},
+		{"a sandbox this runtime does not run", filepath.Join(dir, "hosts"), cri, func(string) bool { return false }, false},
+		{"no runtime check", filepath.Join(dir, "shm"), cri, nil, false},
+		{"own hostname", filepath.Join(own, "hostname"), nil, nil, true},
+		{"a folder named hosts", filepath.Join(own, "hosts"), nil, nil, false},
+		{"a file named shm", filepath.Join(own, "shm"), nil, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := engineConfig(bind(tc.src, "/x"))
+			s.Annotations = tc.ann
+			_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, ID: id, IsContainer: tc.isCtr})
+			if tc.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "grants no access") {
+				t.Fatalf("err %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
+// runc makes device nodes where their path says: only directly under the
+// container's own /dev tmpfs, never in a bind mount (on the host).
+func TestTightenDevicePaths(t *testing.T) {
+	w := t.TempDir()
+	p := mustPolicy(t, "name = \"t\"\n[fs]\nwrite = [\""+w+"\"]\n")
+	console := func(path string) specs.LinuxDevice {
+		return specs.LinuxDevice{Path: path, Type: "c", Major: 5, Minor: 1}
+	}
+	for _, tc := range []struct {
+		name   string
+		dev    specs.LinuxDevice
+		devMnt *specs.Mount
+		want   string // "" allowed
+	}{
+		{"console in /dev", console("/dev/console"), nil, ""},
+		{"a non-standard device in a /dev folder is dropped", specs.LinuxDevice{Path: "/dev/dri/card0", Type: "c", Major: 226}, nil, ""},
+		{"console in a write grant", console("/w/console"), nil, "not directly under /dev"},
+		{"console in a /dev folder", console("/dev/w/console"), nil, "not directly under /dev"},
+		{"console through ..", console("/dev/../w/console"), nil, "not directly under /dev"},
+		{"a non-standard device outside /dev", specs.LinuxDevice{Path: "/w/sda", Type: "b", Major: 8}, nil, "not directly under /dev"},
+		{"/dev a bind", console("/dev/console"), &specs.Mount{Destination: "/dev", Type: "bind", Source: w, Options: []string{"rbind"}}, "/dev must be a tmpfs"},
+		{"no /dev", console("/dev/console"), &specs.Mount{}, "/dev must be a tmpfs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := engineConfig()
+			s.Linux.Devices = append(s.Linux.Devices, tc.dev)
+			if tc.devMnt != nil {
+				s.Mounts = slices.DeleteFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == "/dev" })
+				if tc.devMnt.Destination != "" {
+					s.Mounts = append(s.Mounts, *tc.devMnt)
+				}
+			}
+			_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost})
+			if tc.want == "" && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("err %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// docker --network container:X binds X's hosts and resolv.conf: the
+// engine files of the container whose network namespace is joined.
+func TestTightenNetworkOwnerFiles(t *testing.T) {
+	id, x := "0123456789abcdef0123", "7777777777777777bbbb"
+	resolv := filepath.Join(t.TempDir(), "containers", x, "resolv.conf")
+	os.MkdirAll(filepath.Dir(resolv), 0o755)
+	os.WriteFile(resolv, []byte("x"), 0o644)
+	p := mustPolicy(t, "name = \"t\"\n")
+	owner := func(specs.LinuxNamespaceType, string) (NamespaceOwner, error) {
+		return NamespaceOwner{Container: x, ClosedNetwork: true}, nil
+	}
+	for join, ok := range map[bool]bool{true: true, false: false} {
+		s := engineConfig(bind(resolv, "/etc/resolv.conf"))
+		if join {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/proc/10/ns/net"})
+		}
+		_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, ID: id, NamespaceOwner: owner})
+		if ok != (err == nil) {
+			t.Errorf("joining %s's network %v: err %v, want ok %v", x, join, err, ok)
+		}
 	}
 }
