@@ -230,6 +230,23 @@ func TestGrantAliasesRefused(t *testing.T) {
 			t.Errorf("%s bound at %s as the workspace: exit %d, stderr %q; want one line and 125", target, alias, res.Exit, res.Stderr)
 		}
 	}
+	// Grants are bound recursively: a folder holding a mount of /proc (a
+	// chroot's) or of /etc is refused too.
+	for name, mount := range map[string][]string{"proc": {"-t", "proc", "proc"}, "etc": {"--bind", "/etc"}} {
+		holder := filepath.Join(dir, "holder-"+name)
+		point := filepath.Join(holder, name)
+		if err := os.MkdirAll(point, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("mount", append(mount, point)...).CombinedOutput(); err != nil {
+			t.Fatalf("mount %v: %v %s", mount, err, out)
+		}
+		defer exec.Command("umount", point).Run()
+		res := r.warden("do", "--policy", policy, "--workspace", holder, "--", "true")
+		if res.Exit != 125 || !strings.Contains(res.Stderr, "holds a") {
+			t.Errorf("a workspace holding a mount of %s: exit %d, stderr %q", name, res.Exit, res.Stderr)
+		}
+	}
 	if res := r.warden("do", "--policy", policy, "--workspace", ws, "--", "true"); res.Exit != 0 {
 		t.Errorf("an ordinary workspace: exit %d, %s", res.Exit, res.Stderr)
 	}

@@ -287,6 +287,11 @@ func cgroupDirs(mountinfo, self, inner string) []string {
 			if rel, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(rel, "..") {
 				add(filepath.Join(mnt, rel, inner))
 			}
+			// libcontainer's cgroup2 manager puts a relative path beside
+			// the caller's cgroup, under its parent.
+			if rel, err := filepath.Rel(root, filepath.Dir(path)); ctrls == "" && err == nil && !strings.HasPrefix(rel, "..") {
+				add(filepath.Join(mnt, rel, inner))
+			}
 		}
 	}
 	return dirs
@@ -935,11 +940,11 @@ func writePidFile(path string, p *libcontainer.Process) error {
 		return err
 	}
 	_, err = f.WriteString(strconv.Itoa(pid))
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
 	}
 	if err == nil {
 		err = os.Rename(f.Name(), path)

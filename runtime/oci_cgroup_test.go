@@ -27,6 +27,11 @@ func TestCgroupDirs(t *testing.T) {
 			t.Errorf("relative: %s missing from %v", want, rel)
 		}
 	}
+	// cgroup2: beside the caller's own cgroup, under its parent.
+	beside := cgroupDirs(mountinfo, "0::/system.slice/containerd.service\n", "docker.service")
+	if !slices.Contains(beside, "/sys/fs/cgroup/unified/system.slice/docker.service") {
+		t.Errorf("relative on cgroup2: the folder beside the caller's is missing from %v", beside)
+	}
 	abs := cgroupDirs(mountinfo, self, "/a/b")
 	if !slices.Contains(abs, "/sys/fs/cgroup/memory/a/b") || !slices.Contains(abs, "/sys/fs/cgroup/pids/a/b") || len(abs) != 5 {
 		t.Errorf("absolute: %v", abs)

@@ -17,6 +17,7 @@ import (
 // may join by path.
 var nsFile = map[specs.LinuxNamespaceType]string{
 	specs.PIDNamespace: "pid", specs.NetworkNamespace: "net", specs.IPCNamespace: "ipc", specs.UTSNamespace: "uts",
+	specs.CgroupNamespace: "cgroup", specs.UserNamespace: "user",
 }
 
 // namespaceOwner finds the live container of this root whose init is in

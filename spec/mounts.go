@@ -300,7 +300,10 @@ func checkSource(h Host, r placed) error {
 	if err := checkSourcePath(r); err != nil {
 		return err
 	}
-	return checkSourceAlias(h, r)
+	if err := checkSourceAlias(h, r); err != nil {
+		return err
+	}
+	return checkBeneath(h, r)
 }
 
 // checkSourcePath makes checkSource's checks on the source's path.
@@ -398,6 +401,82 @@ func checkSourceAlias(h Host, r placed) error {
 	return nil
 }
 
+// checkBeneath refuses a grant holding a mount of what no grant may show:
+// grants are bound recursively, so a chroot's /proc or a bind of /etc
+// beneath the granted folder would come along.
+func checkBeneath(h Host, r placed) error {
+	if r.source == "" || r.rule.Access == policies.AccessNone || h.Root != "/" {
+		return nil
+	}
+	refused := []string{"/"}
+	if r.rule.Access == policies.AccessWrite {
+		refused = append(refused, writeRefused...)
+	}
+	for _, m := range MountsUnder(r.source) {
+		if hostKernelFS[m.FSType] {
+			return fmt.Errorf("%w: fs rule %q (%s on the host) holds a %s mount at %s, a host kernel interface; grant a folder without it, or unmount it", ErrInvalid, r.rule.Path, r.host, m.FSType, m.Point)
+		}
+		id, ok := idOf(m.Point)
+		if !ok {
+			continue
+		}
+		for _, d := range refused {
+			if did, ok := h.id(d); ok && did == id {
+				return fmt.Errorf("%w: fs rule %q (%s on the host) holds a mount of %s at %s; grant a folder without it, or unmount it", ErrInvalid, r.rule.Path, r.host, d, m.Point)
+			}
+		}
+	}
+	return nil
+}
+
+// hostKernelFS are file systems that show the host's kernel state.
+var hostKernelFS = map[string]bool{"proc": true, "sysfs": true, "devtmpfs": true, "cgroup": true, "cgroup2": true,
+	"securityfs": true, "debugfs": true, "tracefs": true, "bpf": true, "configfs": true, "efivarfs": true, "pstore": true, "fusectl": true}
+
+// A Mount is a mountpoint and its file system type.
+type Mount struct{ Point, FSType string }
+
+// MountsUnder lists the mounts strictly beneath dir, from
+// /proc/self/mountinfo.
+func MountsUnder(dir string) []Mount {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []Mount
+	for _, line := range strings.Split(string(data), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 1 {
+			continue
+		}
+		point := unescapeMountinfo(f[4])
+		if rel, ok := under(point, dir); ok && rel != "." {
+			out = append(out, Mount{point, g[0]})
+		}
+	}
+	return out
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
 func (g *generator) grant(r placed, write bool) error {
 	if isSystem(r.inside) && !write {
 		return nil // already visible read-only
@@ -446,13 +525,12 @@ func (g *generator) deny(r placed) {
 // and make the denied path again unmasked for the next sandbox
 // (mv sub sub2; mkdir -p sub/secret).
 func (g *generator) pinParents(inside string) {
-	var top *specs.Mount
-	for d := filepath.Dir(inside); top == nil; d = filepath.Dir(d) {
+	top := -1
+	for d := filepath.Dir(inside); top < 0; d = filepath.Dir(d) {
 		if g.bound[d] {
-			for i := len(g.b.Spec.Mounts) - 1; i >= 0; i-- {
-				if m := &g.b.Spec.Mounts[i]; m.Destination == d {
-					top = m
-					break
+			for i := len(g.b.Spec.Mounts) - 1; i >= 0 && top < 0; i-- {
+				if g.b.Spec.Mounts[i].Destination == d {
+					top = i
 				}
 			}
 		}
@@ -460,24 +538,36 @@ func (g *generator) pinParents(inside string) {
 			break
 		}
 	}
-	if top == nil || !slices.Contains(top.Options, "rw") {
+	if top < 0 || !slices.Contains(g.b.Spec.Mounts[top].Options, "rw") {
 		return
 	}
-	rel, _ := under(filepath.Dir(inside), top.Destination)
+	grant := g.b.Spec.Mounts[top]
+	rel, _ := under(filepath.Dir(inside), grant.Destination)
 	if rel == "." {
 		return
 	}
-	grant := *top
-	mid := top.Destination
+	mid := grant.Destination
 	for _, part := range strings.Split(rel, "/") {
 		mid = filepath.Join(mid, part)
+		if _, masked := g.masks[mid]; masked {
+			return // hidden whole already
+		}
 		source := filepath.Join(grant.Source, strings.TrimPrefix(mid, grant.Destination))
 		if fi, err := os.Lstat(source); err != nil || !fi.IsDir() || g.bound[mid] {
 			continue // a symlink or a grant of its own: not this folder's to pin
 		}
 		m := grant
 		m.Destination, m.Source = mid, source
-		g.mount(m)
+		// Before every mount at or beneath it (a read-only grant, a
+		// mask), which must stay on top.
+		at := len(g.b.Spec.Mounts)
+		for j := top + 1; j < len(g.b.Spec.Mounts); j++ {
+			if _, beneath := under(g.b.Spec.Mounts[j].Destination, mid); beneath {
+				at = j
+				break
+			}
+		}
+		g.b.Spec.Mounts = slices.Insert(g.b.Spec.Mounts, at, m)
 		g.bound[mid] = true
 	}
 }
@@ -515,6 +605,7 @@ func (g *generator) maskAliases(rules []placed) {
 			if _, done := g.masks[alias]; done {
 				continue
 			}
+			g.pinParents(alias)
 			g.mask(alias, r.dir)
 		}
 	}

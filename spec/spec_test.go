@@ -479,3 +479,46 @@ func TestExecAllowedNotWritable(t *testing.T) {
 		t.Errorf("an allowed program in a read-only grant: %v", err)
 	}
 }
+
+// TestDenyParentsPinnedBelowOthers: a pinned parent of a denied path is
+// mounted before every mount at or beneath it, so a read-only grant or a
+// mask there stays on top, and a folder hidden by a mask is not pinned.
+func TestDenyParentsPinnedBelowOthers(t *testing.T) {
+	host := fakeHost(t)
+	vars, _ := testVars(t)
+	for _, d := range []string{"src/vendor", "src/x/secret", "a/b/key"} {
+		if err := os.MkdirAll(filepath.Join(vars.WorkDir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := mustParse(t, "name = \"t\"\n[fs]\nwrite = [\"$WORK_DIR\"]\nread = [\"$WORK_DIR/src/vendor\"]\ndeny = [\"$WORK_DIR/src/x/secret\", \"$WORK_DIR/a\", \"$WORK_DIR/a/b/key\"]\n")
+	b, err := Generate(Options{Policy: p, Vars: vars, Host: host, BundleDir: "/bundle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]int{}
+	var order []string
+	for i, m := range b.Spec.Mounts {
+		if strings.HasPrefix(m.Destination, "/workspace") {
+			last[m.Destination] = i
+			order = append(order, m.Destination+" "+strings.Join(m.Options, ","))
+		}
+	}
+	for _, pinned := range []string{"/workspace/src", "/workspace/src/x"} {
+		if _, ok := last[pinned]; !ok {
+			t.Errorf("%s is not pinned: %v", pinned, order)
+		}
+	}
+	if last["/workspace/src"] > last["/workspace/src/vendor"] {
+		t.Errorf("the pinned /workspace/src is mounted over the read-only grant beneath it: %v", order)
+	}
+	if ro := b.Spec.Mounts[last["/workspace/src/vendor"]]; !slices.Contains(ro.Options, "ro") {
+		t.Errorf("the read grant's top mount is not read-only: %v", order)
+	}
+	if m := b.Spec.Mounts[last["/workspace/a"]]; !strings.Contains(m.Source, "/masks/") {
+		t.Errorf("the masked /workspace/a is covered by another mount: %v", order)
+	}
+	if _, ok := last["/workspace/a/b"]; ok {
+		t.Errorf("a folder inside a mask was pinned: %v", order)
+	}
+}

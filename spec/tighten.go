@@ -318,11 +318,12 @@ func (t *tightener) namespaces() error {
 // namespace CNI made for it.
 func (t *tightener) joinable(ns specs.LinuxNamespace) error {
 	switch ns.Type {
-	case specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.NetworkNamespace:
+	case specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.NetworkNamespace,
+		specs.CgroupNamespace, specs.UserNamespace: // a pod's (podman shares cgroup, Kubernetes user-namespaced pods user)
 	case specs.MountNamespace:
 		return fmt.Errorf("joining another process's mount namespace is not allowed under policy %s (the container would be set up inside it); remove the path so the container gets its own", t.p.Name)
 	default:
-		return fmt.Errorf("under policy %s only pid, ipc, uts and network namespaces may be joined by path; remove the path so the container gets its own", t.p.Name)
+		return fmt.Errorf("under policy %s only pid, ipc, uts, network, cgroup and user namespaces of this warden's containers may be joined by path; remove the path so the container gets its own", t.p.Name)
 	}
 	same, err := t.o.SameNamespace(ns.Type, ns.Path)
 	if err != nil {

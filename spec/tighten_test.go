@@ -632,11 +632,13 @@ func TestTightenJoinedNamespaces(t *testing.T) {
 		}
 	}
 	owners := map[string]NamespaceOwner{
-		"/proc/10/ns/net": {Container: "pod", ClosedNetwork: true},
-		"/proc/11/ns/net": {Container: "web"},
-		"/proc/10/ns/pid": {Container: "pod"},
-		"/proc/12/ns/pid": {},
-		busy:              {InUse: true},
+		"/proc/10/ns/net":    {Container: "pod", ClosedNetwork: true},
+		"/proc/11/ns/net":    {Container: "web"},
+		"/proc/10/ns/pid":    {Container: "pod"},
+		"/proc/10/ns/user":   {Container: "pod"},
+		"/proc/10/ns/cgroup": {Container: "pod"},
+		"/proc/12/ns/pid":    {},
+		busy:                 {InUse: true},
 	}
 	owner := func(_ specs.LinuxNamespaceType, path string) (NamespaceOwner, error) { return owners[path], nil }
 	sandbox := map[string]string{"io.kubernetes.cri.container-type": "sandbox"}
@@ -649,7 +651,10 @@ func TestTightenJoinedNamespaces(t *testing.T) {
 		want string // "" allowed
 	}{
 		{"another process's mount namespace", specs.MountNamespace, "/proc/10/ns/mnt", closed, nil, "mount namespace is not allowed"},
-		{"a user namespace", specs.UserNamespace, "/proc/10/ns/user", closed, nil, "only pid, ipc, uts and network"},
+		{"a user namespace outside the root", specs.UserNamespace, "/proc/12/ns/user", closed, nil, "not held by a container of this warden"},
+		{"a time namespace", specs.TimeNamespace, "/proc/10/ns/time", closed, nil, "only pid, ipc, uts, network, cgroup and user"},
+		{"a pod's user namespace", specs.UserNamespace, "/proc/10/ns/user", closed, nil, ""},
+		{"a pod's cgroup namespace", specs.CgroupNamespace, "/proc/10/ns/cgroup", closed, nil, ""},
 		{"a process outside the root", specs.PIDNamespace, "/proc/12/ns/pid", closed, nil, "not held by a container of this warden"},
 		{"a named netns", specs.NetworkNamespace, "/var/run/netns/victim", closed, nil, "not held by a container of this warden"},
 		{"a CNI netns outside a sandbox", specs.NetworkNamespace, cni, closed, nil, "not held by a container of this warden"},
