@@ -233,6 +233,19 @@ func fileIDs(p string) []fileID {
 	}
 }
 
+// systemSource reports whether a bind's source lies in the host's system
+// folders warden binds read-only into every sandbox (/usr, /lib*, /etc's
+// files, /dev's nodes): finding their identities on every start is time
+// spent on folders that hold no state root.
+func systemSource(src string) bool {
+	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev"} {
+		if _, ok := under(src, d); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // checkStateRoot refuses a sandbox that would see into warden's state root
 // other than through its own masks: a writable grant is id-mapped to its
 // owner, so one that holds the root (root-owned) gives the sandbox the
@@ -250,6 +263,16 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string) error {
 	audit, _ := resolveMissing(AuditPath(rt.Root))
 	masks := filepath.Join(bundleDir, "masks")
 	rootID, _ := statID(root)
+	// The identities of the state root's, the binary's and the audit
+	// log's folders and their parents, once: a writable grant may be none
+	// of them.
+	rootChain := fileIDs(root)
+	ownChains := map[string][]fileID{}
+	for _, own := range []string{binary, audit} {
+		if own != "" {
+			ownChains[own] = fileIDs(filepath.Dir(own))
+		}
+	}
 	for _, m := range b.Spec.Mounts {
 		if m.Type != "bind" || m.Source == rt.Binary || m.Source == placeholder {
 			continue // the placeholder stands for a pooled sandbox's folders, never mounted
@@ -260,19 +283,22 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string) error {
 		// By path, and by identity: a bind mount shows the same folder
 		// at another path.
 		writable := len(m.UIDMappings) > 0
-		chain := fileIDs(m.Source)
+		var chain []fileID
+		if !systemSource(m.Source) { // a system folder is no alias of a state root
+			chain = fileIDs(m.Source)
+		}
 		_, inside := under(m.Source, root)
 		_, holds := under(root, m.Source)
 		inside = inside || slices.Contains(chain, rootID) && rootID != (fileID{})
-		holds = holds || len(chain) > 0 && slices.Contains(fileIDs(root), chain[0])
+		holds = holds || len(chain) > 0 && slices.Contains(rootChain, chain[0])
 		if inside || (holds && writable) {
 			return fmt.Errorf("%w: %s (%s on the host) %s warden's state root %s, which a sandbox must never reach; grant a folder outside it, or give warden another --root",
 				spec.ErrInvalid, m.Destination, m.Source, map[bool]string{true: "is inside", false: "holds"}[inside], root)
 		}
-		for _, own := range []string{binary, audit} {
+		for own, ownChain := range ownChains {
 			_, holds := under(own, m.Source)
-			holds = holds || len(chain) > 0 && own != "" && slices.Contains(fileIDs(filepath.Dir(own)), chain[0])
-			if holds && writable && own != "" {
+			holds = holds || len(chain) > 0 && slices.Contains(ownChain, chain[0])
+			if holds && writable {
 				return fmt.Errorf("%w: the writable grant %s (%s on the host) holds warden's own %s; grant a folder that does not hold it", spec.ErrInvalid, m.Destination, m.Source, own)
 			}
 		}
