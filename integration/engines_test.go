@@ -278,5 +278,15 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 	if r := e.docker(t, "run", "--rm", "--runtime=warden-locked", "--network", "container:"+name, "--pid", "container:"+name, "busybox", "sh", "-c", "cat /proc/1/comm; ls /sys/class/net"); r.Exit != 0 || r.Stdout != "sleep\nlo\n" {
 		t.Fatalf("docker run --network/--pid container:X under a policy: exit %d %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
+	// --ipc container:Y joins Y's IPC namespace and binds Y's /dev/shm
+	// (read-only, like every engine file under a policy).
+	ipcName := "wipc-" + randomHex(3)
+	if r := e.docker(t, "run", "-d", "--name", ipcName, "--ipc", "shareable", "--runtime=warden-locked", "busybox", "sleep", "300"); r.Exit != 0 {
+		t.Fatalf("docker run --ipc shareable: %s", r.Stderr)
+	}
+	defer e.docker(t, "rm", "-f", ipcName)
+	if r := e.docker(t, "run", "--rm", "--runtime=warden-locked", "--ipc", "container:"+ipcName, "busybox", "sh", "-c", "test -d /dev/shm && echo ok"); r.Exit != 0 || r.Stdout != "ok\n" {
+		t.Fatalf("docker run --ipc container:Y under a policy: exit %d %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
 	e.docker(t, "rm", "-f", name)
 }

@@ -112,6 +112,9 @@ type tightener struct {
 	// netOwner is the container whose network namespace this one joins:
 	// docker binds that one's hosts and resolv.conf (--network container:X).
 	netOwner string
+	// ipcOwner is the container whose IPC namespace this one joins
+	// (docker --ipc container:X): its shm may be bound.
+	ipcOwner string
 }
 
 func (t *tightener) changef(format string, args ...any) {
@@ -350,8 +353,11 @@ func (t *tightener) joinable(ns specs.LinuxNamespace) error {
 	if ns.Type == specs.NetworkNamespace && len(t.p.Network.Allow) == 0 && !owner.ClosedNetwork {
 		return fmt.Errorf("container %s's network is not closed, and policy %s allows no network; join a container under a policy without network, or remove the path", owner.Container, t.p.Name)
 	}
-	if ns.Type == specs.NetworkNamespace {
+	switch ns.Type {
+	case specs.NetworkNamespace:
 		t.netOwner = owner.Container
+	case specs.IPCNamespace:
+		t.ipcOwner = owner.Container
 	}
 	return nil
 }
@@ -601,11 +607,17 @@ func (t *tightener) engineFile(src string) bool {
 	if err != nil {
 		return false
 	}
+	if t.ipcOwner != "" {
+		ids = append(ids, t.ipcOwner)
+	}
 	for _, id := range ids {
 		if len(id) < 12 || strings.ContainsAny(id, "/.") {
 			continue
 		}
 		for _, f := range engineFiles {
+			if id == t.ipcOwner && id != t.o.ID && id != t.netOwner && filepath.Base(f) != "shm" {
+				continue // of an IPC namespace's owner, only its shm
+			}
 			dir := strings.TrimSuffix(src, "/"+f)
 			// shm is a folder, the others regular files.
 			if dir != src && filepath.Base(dir) == id && fi.IsDir() == (filepath.Base(f) == "shm") && (fi.IsDir() || fi.Mode().IsRegular()) {

@@ -839,4 +839,15 @@ func TestTightenNetworkOwnerFiles(t *testing.T) {
 			t.Errorf("joining %s's network %v: err %v, want ok %v", x, join, err, ok)
 		}
 	}
+	// docker --ipc container:X binds X's shm; of X's files only that.
+	shm := filepath.Join(filepath.Dir(resolv), "mounts", "shm")
+	os.MkdirAll(shm, 0o755)
+	for src, ok := range map[string]bool{shm: true, resolv: false} {
+		s := engineConfig(bind(src, "/x"))
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.IPCNamespace, Path: "/proc/10/ns/ipc"})
+		_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, ID: id, NamespaceOwner: owner})
+		if ok != (err == nil) {
+			t.Errorf("joining %s's IPC, binding %s: err %v, want ok %v", x, filepath.Base(src), err, ok)
+		}
+	}
 }
