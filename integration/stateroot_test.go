@@ -252,6 +252,14 @@ func TestGrantAliasesRefused(t *testing.T) {
 		if res.Exit != 125 || !strings.Contains(res.Stderr, "holds a") {
 			t.Errorf("a workspace holding a mount of %s: exit %d, stderr %q", name, res.Exit, res.Stderr)
 		}
+		if name == "proc" {
+			// The mount itself: a procfs of its own, so no identity
+			// matches the host's /proc.
+			res := r.warden("do", "--policy", policy, "--workspace", point, "--", "true")
+			if res.Exit != 125 || !strings.Contains(res.Stderr, "kernel file system") {
+				t.Errorf("a workspace that is a mount of proc: exit %d, stderr %q", res.Exit, res.Stderr)
+			}
+		}
 	}
 	if res := r.warden("do", "--policy", policy, "--workspace", ws, "--", "true"); res.Exit != 0 {
 		t.Errorf("an ordinary workspace: exit %d, %s", res.Exit, res.Stderr)

@@ -408,6 +408,12 @@ func checkBeneath(h Host, r placed) error {
 	if r.source == "" || r.rule.Access == policies.AccessNone || h.Root != "/" {
 		return nil
 	}
+	// The source itself may lie in one (a chroot's own /proc, which has a
+	// superblock of its own, so no identity matches the host's /proc).
+	var fs unix.Statfs_t
+	if unix.Statfs(r.source, &fs) == nil && kernelMagic[int64(fs.Type)] {
+		return fmt.Errorf("%w: fs rule %q (%s on the host) lies in a kernel file system; grant another folder", ErrInvalid, r.rule.Path, r.host)
+	}
 	refused := []string{"/"}
 	if r.rule.Access == policies.AccessWrite {
 		refused = append(refused, writeRefused...)
@@ -432,6 +438,11 @@ func checkBeneath(h Host, r placed) error {
 // hostKernelFS are file systems that show the host's kernel state.
 var hostKernelFS = map[string]bool{"proc": true, "sysfs": true, "devtmpfs": true, "cgroup": true, "cgroup2": true,
 	"securityfs": true, "debugfs": true, "tracefs": true, "bpf": true, "configfs": true, "efivarfs": true, "pstore": true, "fusectl": true}
+
+// kernelMagic are the statfs types of hostKernelFS.
+var kernelMagic = map[int64]bool{unix.PROC_SUPER_MAGIC: true, unix.SYSFS_MAGIC: true, unix.CGROUP_SUPER_MAGIC: true,
+	unix.CGROUP2_SUPER_MAGIC: true, unix.SECURITYFS_MAGIC: true, unix.DEBUGFS_MAGIC: true, unix.TRACEFS_MAGIC: true,
+	unix.BPF_FS_MAGIC: true, unix.EFIVARFS_MAGIC: true, unix.PSTOREFS_MAGIC: true}
 
 // A Mount is a mountpoint and its file system type.
 type Mount struct{ Point, FSType string }
@@ -515,6 +526,11 @@ func (g *generator) deny(r placed) {
 	if r.source == "" || r.link || !g.underBind(r.inside) {
 		return // nothing visible there to hide
 	}
+	for d := filepath.Dir(r.inside); d != "/"; d = filepath.Dir(d) {
+		if _, masked := g.masks[d]; masked {
+			return // inside a mask: hidden already
+		}
+	}
 	g.pinParents(r.inside)
 	g.mask(r.inside, r.dir)
 }
@@ -525,12 +541,17 @@ func (g *generator) deny(r placed) {
 // and make the denied path again unmasked for the next sandbox
 // (mv sub sub2; mkdir -p sub/secret).
 func (g *generator) pinParents(inside string) {
+	// The nearest writable grant above: a read-only one between cannot be
+	// renamed (it is a mountpoint), but the folders above it can.
 	top := -1
 	for d := filepath.Dir(inside); top < 0; d = filepath.Dir(d) {
 		if g.bound[d] {
-			for i := len(g.b.Spec.Mounts) - 1; i >= 0 && top < 0; i-- {
-				if g.b.Spec.Mounts[i].Destination == d {
-					top = i
+			for i := len(g.b.Spec.Mounts) - 1; i >= 0; i-- {
+				if m := g.b.Spec.Mounts[i]; m.Destination == d {
+					if slices.Contains(m.Options, "rw") {
+						top = i
+					}
+					break
 				}
 			}
 		}
@@ -538,7 +559,7 @@ func (g *generator) pinParents(inside string) {
 			break
 		}
 	}
-	if top < 0 || !slices.Contains(g.b.Spec.Mounts[top].Options, "rw") {
+	if top < 0 {
 		return
 	}
 	grant := g.b.Spec.Mounts[top]
@@ -549,12 +570,12 @@ func (g *generator) pinParents(inside string) {
 	mid := grant.Destination
 	for _, part := range strings.Split(rel, "/") {
 		mid = filepath.Join(mid, part)
-		if _, masked := g.masks[mid]; masked {
-			return // hidden whole already
+		if _, masked := g.masks[mid]; masked || g.bound[mid] {
+			return // hidden whole already, or a grant's own mountpoint from here down
 		}
 		source := filepath.Join(grant.Source, strings.TrimPrefix(mid, grant.Destination))
-		if fi, err := os.Lstat(source); err != nil || !fi.IsDir() || g.bound[mid] {
-			continue // a symlink or a grant of its own: not this folder's to pin
+		if fi, err := os.Lstat(source); err != nil || !fi.IsDir() {
+			return // a symlink: what lies beyond is another folder's to pin
 		}
 		m := grant
 		m.Destination, m.Source = mid, source

@@ -486,12 +486,12 @@ func TestExecAllowedNotWritable(t *testing.T) {
 func TestDenyParentsPinnedBelowOthers(t *testing.T) {
 	host := fakeHost(t)
 	vars, _ := testVars(t)
-	for _, d := range []string{"src/vendor", "src/x/secret", "a/b/key"} {
+	for _, d := range []string{"src/vendor", "src/x/secret", "a/b/key", "r/b/secret"} {
 		if err := os.MkdirAll(filepath.Join(vars.WorkDir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p := mustParse(t, "name = \"t\"\n[fs]\nwrite = [\"$WORK_DIR\"]\nread = [\"$WORK_DIR/src/vendor\"]\ndeny = [\"$WORK_DIR/src/x/secret\", \"$WORK_DIR/a\", \"$WORK_DIR/a/b/key\"]\n")
+	p := mustParse(t, "name = \"t\"\n[fs]\nwrite = [\"$WORK_DIR\"]\nread = [\"$WORK_DIR/src/vendor\", \"$WORK_DIR/r/b\"]\ndeny = [\"$WORK_DIR/src/x/secret\", \"$WORK_DIR/a\", \"$WORK_DIR/a/b/key\", \"$WORK_DIR/r/b/secret\"]\n")
 	b, err := Generate(Options{Policy: p, Vars: vars, Host: host, BundleDir: "/bundle"})
 	if err != nil {
 		t.Fatal(err)
@@ -504,7 +504,9 @@ func TestDenyParentsPinnedBelowOthers(t *testing.T) {
 			order = append(order, m.Destination+" "+strings.Join(m.Options, ","))
 		}
 	}
-	for _, pinned := range []string{"/workspace/src", "/workspace/src/x"} {
+	// /workspace/r is pinned although a read-only grant (/workspace/r/b)
+	// lies between it and the deny: the grant's parent could be renamed.
+	for _, pinned := range []string{"/workspace/src", "/workspace/src/x", "/workspace/r"} {
 		if _, ok := last[pinned]; !ok {
 			t.Errorf("%s is not pinned: %v", pinned, order)
 		}
@@ -520,5 +522,11 @@ func TestDenyParentsPinnedBelowOthers(t *testing.T) {
 	}
 	if _, ok := last["/workspace/a/b"]; ok {
 		t.Errorf("a folder inside a mask was pinned: %v", order)
+	}
+	if _, ok := last["/workspace/a/b/key"]; ok {
+		t.Errorf("a path inside a mask got a mask of its own (its mountpoint cannot be made in the read-only mask): %v", order)
+	}
+	if last["/workspace/r"] > last["/workspace/r/b"] || !slices.Contains(b.Spec.Mounts[last["/workspace/r/b"]].Options, "ro") {
+		t.Errorf("the read-only grant beneath a pin is covered: %v", order)
 	}
 }

@@ -602,6 +602,8 @@ func (t *tightener) engineFile(src string) bool {
 	sb := t.s.Annotations["io.kubernetes.cri.sandbox-id"]
 	if sb != "" && t.s.Annotations["io.kubernetes.cri.container-type"] == "container" && t.o.IsContainer != nil && t.o.IsContainer(sb) {
 		ids = append(ids, sb)
+	} else {
+		sb = "" // not trusted
 	}
 	fi, err := os.Stat(src)
 	if err != nil {
@@ -615,7 +617,7 @@ func (t *tightener) engineFile(src string) bool {
 			continue
 		}
 		for _, f := range engineFiles {
-			if id == t.ipcOwner && id != t.o.ID && id != t.netOwner && filepath.Base(f) != "shm" {
+			if id == t.ipcOwner && id != t.o.ID && id != t.netOwner && id != sb && filepath.Base(f) != "shm" {
 				continue // of an IPC namespace's owner, only its shm
 			}
 			dir := strings.TrimSuffix(src, "/"+f)
