@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -51,5 +52,29 @@ time.sleep(3)
 	other := r.exec(b, nil, "python3", "-c", `import os; os.open("/dev/ptmx", os.O_RDWR); print("ok")`)
 	if strings.TrimSpace(other.Stdout) != "ok" {
 		t.Errorf("another sandbox's terminal while the first holds its cap: %q %q", other.Stdout, other.Stderr)
+	}
+}
+
+// TestSubmountsOfReadGrantsReadOnly: a file system mounted inside a
+// read-only grant (a disk, a tmpfs) is read-only in the sandbox too.
+func TestSubmountsOfReadGrantsReadOnly(t *testing.T) {
+	r := newRoot(t)
+	dir := tempDir(t)
+	sub := dir + "/sub"
+	if err := exec.Command("mkdir", sub).Run(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m,mode=0777", "tmpfs", sub).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v %s", err, out)
+	}
+	defer exec.Command("umount", sub).Run()
+	policy := r.policy("name = \"sub\"\n[fs]\nread = [\"" + dir + "\"]\n[exec]\nallow = [\"sh\", \"touch\", \"ls\"]\n")
+	res := r.warden("do", "--policy", policy, "--workspace", tempDir(t), "--", "sh", "-c",
+		"ls "+dir+" >/dev/null || exit 3; touch "+sub+"/x 2>/dev/null && exit 4; exit 0")
+	if res.Exit != 0 {
+		t.Errorf("exit %d (3: the grant is not readable, 4: its submount is writable), %s", res.Exit, res.Stderr)
+	}
+	if out, _ := exec.Command("ls", "-A", sub).Output(); len(out) != 0 {
+		t.Errorf("the sandbox wrote into the submount: %q", out)
 	}
 }

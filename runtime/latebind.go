@@ -111,13 +111,15 @@ func cloneMount(m specs.Mount) (int, error) {
 	attr := unix.MountAttr{Propagation: unix.MS_SLAVE}
 	for _, o := range m.Options {
 		switch o {
-		case "ro":
+		// The clone is recursive with rbind, so the recursive forms
+		// mean the same here.
+		case "ro", "rro":
 			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
-		case "nosuid":
+		case "nosuid", "rnosuid":
 			attr.Attr_set |= unix.MOUNT_ATTR_NOSUID
-		case "nodev":
+		case "nodev", "rnodev":
 			attr.Attr_set |= unix.MOUNT_ATTR_NODEV
-		case "noexec":
+		case "noexec", "rnoexec":
 			attr.Attr_set |= unix.MOUNT_ATTR_NOEXEC
 		case "rw", "bind", "rbind":
 		default:

@@ -29,12 +29,15 @@ var execDirs = map[string]bool{"bin": true, "sbin": true, "games": true}
 // sees: libraries and data, never executables.
 var usrLocalKept = map[string]bool{"lib": true, "lib64": true, "share": true, "include": true}
 
+// The recursive forms (rro, rnosuid, ...) reach the mounts beneath a bind's
+// source too (a disk mounted inside a granted folder), which the plain ones
+// leave as they are.
 var (
-	roBind = []string{"rbind", "ro", "nosuid", "nodev"}
+	roBind = []string{"rbind", "ro", "nosuid", "nodev", "rro", "rnosuid", "rnodev"}
 	// roBindNoexec is used where exec is allow-listed: a readable grant must
 	// not become a way to run an unlisted binary.
-	roBindNoexec = []string{"rbind", "ro", "nosuid", "nodev", "noexec"}
-	rwBind       = []string{"rbind", "rw", "nosuid", "nodev", "noexec"}
+	roBindNoexec = []string{"rbind", "ro", "nosuid", "nodev", "noexec", "rro", "rnosuid", "rnodev", "rnoexec"}
+	rwBind       = []string{"rbind", "rw", "nosuid", "nodev", "noexec", "rnosuid", "rnodev", "rnoexec"}
 )
 
 // systemRoot lays out /usr, /bin, /lib...: read-only binds of the host's,
