@@ -202,37 +202,6 @@ func resolveMissing(p string) (string, error) {
 	}
 }
 
-// fileID is a file's identity, the same at every path a bind mount gives
-// it.
-type fileID struct{ dev, ino uint64 }
-
-func statID(p string) (fileID, bool) {
-	var st unix.Stat_t
-	if unix.Stat(p, &st) != nil {
-		return fileID{}, false
-	}
-	return fileID{st.Dev, st.Ino}, true
-}
-
-// fileIDs are the identities of p and of each of its parents, p first;
-// none when p does not exist.
-func fileIDs(p string) []fileID {
-	var out []fileID
-	for {
-		id, ok := statID(p)
-		if !ok && len(out) == 0 {
-			return nil
-		}
-		if ok {
-			out = append(out, id)
-		}
-		if p == "/" || p == "." {
-			return out
-		}
-		p = filepath.Dir(p)
-	}
-}
-
 // systemSource reports whether a bind's source lies in the host's system
 // folders warden binds read-only into every sandbox (/usr, /lib*, /etc's
 // files, /dev's nodes): finding their identities on every start is time
@@ -262,15 +231,15 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string) error {
 	binary, _ := resolveMissing(rt.Binary)
 	audit, _ := resolveMissing(AuditPath(rt.Root))
 	masks := filepath.Join(bundleDir, "masks")
-	rootID, _ := statID(root)
+	rootID, _ := spec.StatID(root)
 	// The identities of the state root's, the binary's and the audit
 	// log's folders and their parents, once: a writable grant may be none
 	// of them.
-	rootChain := fileIDs(root)
-	ownChains := map[string][]fileID{}
+	rootChain := spec.FileIDs(root)
+	ownChains := map[string][]spec.FileID{}
 	for _, own := range []string{binary, audit} {
 		if own != "" {
-			ownChains[own] = fileIDs(filepath.Dir(own))
+			ownChains[own] = spec.FileIDs(filepath.Dir(own))
 		}
 	}
 	for _, m := range b.Spec.Mounts {
@@ -283,13 +252,13 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string) error {
 		// By path, and by identity: a bind mount shows the same folder
 		// at another path.
 		writable := len(m.UIDMappings) > 0
-		var chain []fileID
+		var chain []spec.FileID
 		if !systemSource(m.Source) { // a system folder is no alias of a state root
-			chain = fileIDs(m.Source)
+			chain = spec.FileIDs(m.Source)
 		}
 		_, inside := under(m.Source, root)
 		_, holds := under(root, m.Source)
-		inside = inside || slices.Contains(chain, rootID) && rootID != (fileID{})
+		inside = inside || slices.Contains(chain, rootID) && rootID != (spec.FileID{})
 		holds = holds || len(chain) > 0 && slices.Contains(rootChain, chain[0])
 		if inside || (holds && writable) {
 			return fmt.Errorf("%w: %s (%s on the host) %s warden's state root %s, which a sandbox must never reach; grant a folder outside it, or give warden another --root",

@@ -327,26 +327,27 @@ func checkSourcePath(r placed) error {
 	return nil
 }
 
-// fileID is a file's identity, the same at every path a bind mount
-// gives it.
-type fileID struct{ dev, ino uint64 }
+// FileID is a file's identity, the same at every path a bind mount gives
+// it.
+type FileID struct{ dev, ino uint64 }
 
-func (h Host) id(p string) (fileID, bool) { return idOf(h.path(p)) }
+func (h Host) id(p string) (FileID, bool) { return StatID(h.path(p)) }
 
-func idOf(p string) (fileID, bool) {
+// StatID is the identity of the file at p, symlinks followed.
+func StatID(p string) (FileID, bool) {
 	var st unix.Stat_t
 	if unix.Stat(p, &st) != nil {
-		return fileID{}, false
+		return FileID{}, false
 	}
-	return fileID{st.Dev, st.Ino}, true
+	return FileID{st.Dev, st.Ino}, true
 }
 
-// ids are the identities of the file p and each of its parents, p first;
-// none when p itself cannot be found.
-func ids(p string) []fileID {
-	var out []fileID
+// FileIDs are the identities of the file p and each of its parents, p
+// first; none when p itself cannot be found.
+func FileIDs(p string) []FileID {
+	var out []FileID
 	for {
-		id, ok := idOf(p)
+		id, ok := StatID(p)
 		if !ok && len(out) == 0 {
 			return nil
 		}
@@ -367,11 +368,11 @@ func checkSourceAlias(h Host, r placed) error {
 	if r.source == "" || r.rule.Access == policies.AccessNone {
 		return nil
 	}
-	chain := ids(r.source)
+	chain := FileIDs(r.source)
 	if len(chain) == 0 {
 		return nil
 	}
-	isAny := func(ids []fileID, dirs ...string) string {
+	isAny := func(ids []FileID, dirs ...string) string {
 		for _, d := range dirs {
 			if id, ok := h.id(d); ok && slices.Contains(ids, id) {
 				return d
@@ -395,7 +396,7 @@ func checkSourceAlias(h Host, r placed) error {
 		return refuse(d + ", never writable,")
 	}
 	for _, d := range holdRefused {
-		for _, id := range ids(h.path(d)) {
+		for _, id := range FileIDs(h.path(d)) {
 			if id == chain[0] {
 				return refuse("a folder holding " + d + ", never writable whole,")
 			}
@@ -425,7 +426,7 @@ func checkBeneath(h Host, r placed) error {
 		if hostKernelFS[m.FSType] {
 			return fmt.Errorf("%w: fs rule %q (%s on the host) holds a %s mount at %s, a host kernel interface; grant a folder without it, or unmount it", ErrInvalid, r.rule.Path, r.host, m.FSType, m.Point)
 		}
-		id, ok := idOf(m.Point)
+		id, ok := StatID(m.Point)
 		if !ok {
 			continue
 		}
