@@ -812,8 +812,24 @@ while time.time() < end:
 	if stopped == 0 {
 		t.Error("the attacker stopped no command: the test did not test anything")
 	}
+	attackers := func() []int {
+		var pids []int
+		for _, pid := range cgroupProcesses(id) {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if bytes.Contains(cmdline, []byte("ns_last_pid")) {
+				pids = append(pids, pid)
+			}
+		}
+		return pids
+	}
+	if len(attackers()) == 0 {
+		t.Fatal("the attacker is not running in the session")
+	}
 	attacker.Process.Kill()
 	attacker.Wait()
+	// The client's end reaches the command through the daemon: it is
+	// killed soon after, not before the next call can arrive.
+	r.waitGone(attackers, "the attacker, after its client was killed,")
 	if res := r.exec(id, nil, "true"); res.Exit != 0 {
 		t.Errorf("after the attack: exit %d, stderr %q", res.Exit, res.Stderr)
 	}
