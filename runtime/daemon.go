@@ -375,11 +375,6 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 	s.running++
 	s.execs++
 	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		s.running--
-		d.mu.Unlock()
-	}()
 	// The client going away (or a signal it forwards) reaches the command.
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -411,6 +406,11 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 		o.Stdin, o.Stdout, o.Stderr = files[0], files[1], files[2]
 	}
 	res, err := s.Exec(cctx, o)
+	// Ended before the reply: a call the reply lets through (rm without
+	// --force) must not find the command still counted as running.
+	d.mu.Lock()
+	s.running--
+	d.mu.Unlock()
 	rec := AuditRecord{Event: "exec", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
 		Argv: e.Argv, Cwd: s.cwd(e.Cwd), DurationMs: float64(res.Duration.Microseconds()) / 1000}
 	if err != nil {
