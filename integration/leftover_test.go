@@ -92,7 +92,7 @@ func TestLeftoverHoldingStdout(t *testing.T) {
 	if code := waitExit(t, cmd, 5*time.Second); code != 0 {
 		t.Errorf("exit %d, want 0", code)
 	}
-	if took := time.Since(start); took > 5*time.Second {
+	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("the command and its pipe took %s", took)
 	}
 	if n := sleeps(r, id); n != "0" {
@@ -100,9 +100,14 @@ func TestLeftoverHoldingStdout(t *testing.T) {
 	}
 
 	// The allowed half: redirected, both stay (a new session and a plain
-	// background process alike), across later commands.
+	// background process alike), across later commands. The command ends
+	// once both have redirected: a process that still holds the caller's
+	// stdout when its command ends is a leftover, however soon it would
+	// have let go.
 	cmd, out = pipedExec(r, id, nil, nil, "sh", "-c",
-		"setsid sleep 31 </dev/null >/workspace/log 2>&1 & sleep 32 </dev/null >>/workspace/log 2>&1 & echo started")
+		"setsid sh -c 'echo up; exec sleep 31' </dev/null >/workspace/l1 2>&1 & "+
+			"sh -c 'echo up; exec sleep 32' </dev/null >/workspace/l2 2>&1 & "+
+			"until grep -q up /workspace/l1 2>/dev/null && grep -q up /workspace/l2 2>/dev/null; do sleep 0.05; done; echo started")
 	if got := readToEOF(t, out, 5*time.Second, "redirected servers"); got != "started\n" {
 		t.Errorf("stdout %q, want started", got)
 	}
@@ -122,11 +127,12 @@ func TestLeftoverTimeout(t *testing.T) {
 	id := r.create("leftover-timeout", r.policy(leftoverPolicy), tempDir(t))
 	start := time.Now()
 	cmd, out := pipedExec(r, id, []string{"--timeout", "1s"}, nil, "sh", "-c", "setsid sleep 30 & sleep 30")
-	readToEOF(t, out, 4*time.Second, "timeout with an escapee")
-	if code := waitExit(t, cmd, 5*time.Second); code != 137 {
+	readToEOF(t, out, 10*time.Second, "timeout with an escapee")
+	if code := waitExit(t, cmd, 10*time.Second); code != 137 {
 		t.Errorf("exit %d, want 137", code)
 	}
-	if took := time.Since(start); took > 3*time.Second {
+	// well before the 30 s the sleeps would take
+	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("timeout 1s: the caller's pipe closed after %s", took)
 	}
 	if n := sleeps(r, id); n != "0" {
@@ -189,12 +195,14 @@ open("/workspace/done-" + sys.argv[1], "w").close()
 
 	// a command that runs while the other ends, with a hidden process in
 	// its session
-	slow, slowOut := pipedExec(r, id, nil, nil, "sh", "-c", "python3 /workspace/hide.py stay 2 & sleep 4; echo slow")
+	// (it waits, at most 15 s, for its hidden process to finish)
+	slow, slowOut := pipedExec(r, id, nil, nil, "sh", "-c",
+		"python3 /workspace/hide.py stay 2 & i=0; while [ $i -lt 150 ] && [ ! -e /workspace/done-stay ]; do sleep 0.1; i=$((i+1)); done; echo slow")
 	time.Sleep(500 * time.Millisecond)
 	cmd, out := pipedExec(r, id, nil, nil, "python3", "/workspace/hide.py", "escape", "3")
 	readToEOF(t, out, 5*time.Second, "non-dumpable escapee")
 	waitExit(t, cmd, 5*time.Second)
-	if got := readToEOF(t, slowOut, 10*time.Second, "the running command"); got != "slow\n" {
+	if got := readToEOF(t, slowOut, 20*time.Second, "the running command"); got != "slow\n" {
 		t.Errorf("the command that ran meanwhile printed %q, want slow", got)
 	}
 	if code := waitExit(t, slow, 5*time.Second); code != 0 {

@@ -267,7 +267,18 @@ func TestOCILifecycle(t *testing.T) {
 		t.Fatalf("run -d: %s", r.Stderr)
 	}
 	o.waitStatus(t, id2, "running")
-	time.Sleep(100 * time.Millisecond) // let the shell set its trap
+	// The shell sets its trap before it starts sleep: two processes, and
+	// SIGTERM no longer falls on an init without a handler.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var pids []int
+		json.Unmarshal([]byte(o.warden(t, "ps", "--format", "json", id2).Stdout), &pids)
+		if len(pids) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the container's shell did not start sleep: pids %v", pids)
+		}
+	}
 	if r := o.warden(t, "kill", "--all", id2, "15"); r.Exit != 0 {
 		t.Fatalf("kill --all 15: %s", r.Stderr)
 	}

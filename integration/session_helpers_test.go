@@ -302,6 +302,33 @@ func cgroupProcesses(id string) []int {
 	return pids
 }
 
+// commandProcesses lists the host processes in a session's cgroup whose
+// command line holds text.
+func commandProcesses(id, text string) []int {
+	var pids []int
+	for _, pid := range cgroupProcesses(id) {
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if bytes.Contains(cmdline, []byte(text)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitStarted waits until a command whose command line holds text runs
+// in the session: a client that was started has not necessarily reached
+// the sandbox yet.
+func (r *wardenRoot) waitStarted(id, text string) {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(commandProcesses(id, text)) == 0 {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("no command %q started in session %s", text, id)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // cgroup is a container's cgroup folder in one hierarchy: warden names
 // them /warden/<root tag>/<container>, the tag a hash of the state root.
 func (r *wardenRoot) cgroup(controller, container string) string {
