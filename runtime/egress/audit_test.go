@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -158,12 +157,7 @@ func TestAuditAllowedBudget(t *testing.T) {
 // told what failed, not the host's resolver or its dial errors, which the
 // audit record keeps.
 func TestFailureAnswers(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	closed := refusingPort(t)
 	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
 		return nil, errors.New("dial udp 10.255.255.53:53: no resolver here")
 	}}
@@ -204,23 +198,11 @@ func TestFailureAnswers(t *testing.T) {
 // An upstream that fails mid-exchange: the sandbox gets a generic answer,
 // the audit record the error.
 func TestUpstreamFailureAnswer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			http.ReadRequest(bufio.NewReader(c))
-			io.WriteString(c, "garbage\r\n\r\n")
-			c.Close()
-		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	port := loopbackServer(t, func(c net.Conn) {
+		http.ReadRequest(bufio.NewReader(c))
+		io.WriteString(c, "garbage\r\n\r\n")
+		c.Close()
+	})
 	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
 	got := rawExchange(t, h.addr, "GET http://127.0.0.1:"+port+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
 	if _, body, _ := strings.Cut(got, "\r\n\r\n"); !strings.Contains(got, "502") || body != "warden egress: no valid response from 127.0.0.1:"+port+"\n" {

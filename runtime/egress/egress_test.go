@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/warden-sandbox/warden/policies"
+	"golang.org/x/sys/unix"
 )
 
 // harness is a proxy on loopback with an audit trail.
@@ -113,6 +114,45 @@ func portOf(t *testing.T, u string) string {
 		t.Fatal(err)
 	}
 	return pu.Port()
+}
+
+// loopbackServer serves each connection to a new loopback listener with
+// handle, until the test ends, and returns the listener's port.
+func loopbackServer(t *testing.T, handle func(net.Conn)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go handle(c)
+		}
+	}()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// refusingPort is a loopback port that refuses connections until the test
+// ends: a socket bound to it and never listening keeps anyone else from
+// taking it.
+func refusingPort(t *testing.T) int {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*unix.SockaddrInet4).Port
 }
 
 func hello(w http.ResponseWriter, r *http.Request) {
@@ -802,21 +842,7 @@ func socks5Refused(t *testing.T, addr string) (net.Conn, byte) {
 }
 
 func TestIdleTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go io.Copy(c, c) // echo, never closes on its own
-		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	port := loopbackServer(t, func(c net.Conn) { io.Copy(c, c) }) // echo, never closes on its own
 	h := newHarness(t, []string{"127.0.0.1:" + port}, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
 	c, err := net.Dial("tcp", h.addr)
 	if err != nil {
@@ -861,21 +887,7 @@ func TestIdleTimeout(t *testing.T) {
 }
 
 func TestCloseEndsConnections(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go io.Copy(io.Discard, c)
-		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	port := loopbackServer(t, func(c net.Conn) { io.Copy(io.Discard, c) })
 	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
 	c, err := net.Dial("tcp", h.addr)
 	if err != nil {
@@ -947,31 +959,17 @@ func TestConnectPipelined(t *testing.T) {
 // Heads are bounded: an endless header line from the sandbox, or from an
 // allowed upstream, ends the exchange instead of growing the proxy.
 func TestHeadLimits(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	port := loopbackServer(t, func(c net.Conn) {
+		defer c.Close()
+		http.ReadRequest(bufio.NewReader(c))
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Long: ")
+		chunk := []byte(strings.Repeat("a", 64<<10))
+		for i := 0; i < 64; i++ {
+			if _, err := c.Write(chunk); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				http.ReadRequest(bufio.NewReader(c))
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Long: ")
-				chunk := []byte(strings.Repeat("a", 64<<10))
-				for i := 0; i < 64; i++ {
-					if _, err := c.Write(chunk); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	})
 	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
 	got := rawExchange(t, h.addr, "GET http://127.0.0.1:"+port+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
 	if !strings.Contains(got, "502 Bad Gateway") {
