@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -128,6 +129,81 @@ func TestSessionExecAllowList(t *testing.T) {
 		res := r.exec(id, nil, "sh", "-c", c.script)
 		if (res.Exit == 0) != c.ok {
 			t.Errorf("%q: exit %d (stderr %q), want success %v", c.script, res.Exit, res.Stderr, c.ok)
+		}
+	}
+}
+
+// procMemAttack patches the shell's own code through /proc/PID/mem with
+// nothing but sh and tail: a background subshell waits until its parent
+// sits in wait4, opens the parent's mem, lets tail move the shared offset
+// to the parent's instruction pointer (tail reads one 8 KiB buffer, then
+// dies writing to /dev/full) and writes machine code there with printf.
+// The code prints PWNED and exits 42.
+func procMemAttack() string {
+	msg := "PWNED\n"
+	code := []byte{0x48, 0x8d, 0x35, 29, 0, 0, 0, // lea rsi, [rip+29]: msg
+		0xbf, 1, 0, 0, 0, // mov edi, 1
+		0xba, byte(len(msg)), 0, 0, 0, // mov edx, len
+		0xb8, 1, 0, 0, 0, // mov eax, write
+		0x0f, 0x05, // syscall
+		0xbf, 42, 0, 0, 0, // mov edi, 42
+		0xb8, 231, 0, 0, 0, // mov eax, exit_group
+		0x0f, 0x05}
+	var octal strings.Builder
+	for _, b := range append(code, msg...) {
+		fmt.Fprintf(&octal, "\\%03o", b)
+	}
+	return `pid=$$
+(
+  i=0
+  while [ $i -lt 20000 ]; do read sc rest < /proc/$pid/syscall; case "$sc" in 61|130) break;; esac; i=$((i+1)); done
+  read sc a b c d e f sp pc < /proc/$pid/syscall
+  exec 3<>/proc/$pid/mem
+  tail -c +$(( pc - 8192 + 1 )) <&3 >/dev/full 2>/dev/null
+  printf '` + octal.String() + `' >&3
+) &
+wait
+echo "not reached"
+`
+}
+
+// TestProcMemNotWritable: no command may write a process's memory
+// through /proc/PID/mem, its own or another's: with a shell and a tool
+// that seeks, that runs any machine code, past exec.allow and noexec. The
+// allowed half: writes through /proc/self/fd and /dev/stdout still work.
+func TestProcMemNotWritable(t *testing.T) {
+	r := newRoot(t)
+	ws := tempDir(t)
+	if err := os.WriteFile(filepath.Join(ws, "attack.sh"), []byte(procMemAttack()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []string{sessionPolicy, "name = \"no-allow-list\"\n[fs]\nwrite = [\"$WORK_DIR\"]\n"} {
+		id := r.create("procmem", r.policy(policy), ws)
+		if runtime.GOARCH == "amd64" {
+			res := r.exec(id, []string{"--timeout", "20s"}, "sh", "/workspace/attack.sh")
+			if strings.Contains(res.Stdout, "PWNED") || res.Exit != 0 || !strings.Contains(res.Stdout, "not reached") {
+				t.Errorf("the shell's code was patched through /proc/PID/mem: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
+			}
+		}
+		for _, c := range []struct {
+			script string
+			ok     bool
+		}{
+			{"exec 3<>/proc/self/mem", false},
+			{"exec 3>/proc/self/mem", false},
+			{"sleep 5 & exec 3<>/proc/$!/mem", false},
+			{"exec 3</proc/self/status && cat /proc/self/maps >/dev/null", true},
+		} {
+			res := r.exec(id, nil, "sh", "-c", c.script)
+			if (res.Exit == 0) != c.ok {
+				t.Errorf("%q: exit %d (stdout %q, stderr %q), want success %v", c.script, res.Exit, res.Stdout, res.Stderr, c.ok)
+			}
+		}
+		// (a pipe made in the sandbox: the caller's belongs to a user the
+		// sandbox does not map, whose pipes it cannot open by name)
+		script := "(echo a >/dev/stdout; echo b >/proc/self/fd/1) | cat; exec 4>/workspace/via-fd && echo c >/proc/self/fd/4 && cat /workspace/via-fd"
+		if res := r.exec(id, nil, "sh", "-c", script); res.Exit != 0 || res.Stdout != "a\nb\nc\n" {
+			t.Errorf("writes through /proc/self/fd: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
 		}
 	}
 }

@@ -87,7 +87,11 @@ void landlock_base_rules(const struct agent_config *cfg, struct rules *out)
 		strings_free(&exes);
 	}
 	rules_add(out, "/dev", read_rights | LL_WRITE_FILE | LL_IOCTL_DEV | LL_TRUNCATE);
-	rules_add(out, "/proc", read_rights | LL_WRITE_FILE | LL_TRUNCATE);
+	/* /proc read-only: its write rights would open /proc/PID/mem, which
+	 * writes through read-only text (a shell and a seeking tool patch
+	 * each other's code, past exec.allow and noexec alike). A write
+	 * through /proc/self/fd/N is checked against the file it names. */
+	rules_add(out, "/proc", read_rights);
 }
 
 /* The session's folders are the only mounts a claim adds: rules made
