@@ -1,13 +1,11 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // pyFlood sends denied CONNECTs to the proxy from 4 threads for 3 s and,
@@ -54,13 +52,6 @@ while True:
 print(out.decode("latin-1"))
 `
 
-type auditSummary struct {
-	Event    string   `json:"event"`
-	Count    int      `json:"count"`
-	Hosts    []string `json:"hosts"`
-	BytesOut int64    `json:"bytesOut"`
-}
-
 // TestEgressAuditFlood: a sandbox flooding the proxy with denied requests
 // while it reaches an allowed host cannot keep those requests out of the
 // audit log; denials over their budget are counted, all of them.
@@ -76,33 +67,30 @@ func TestEgressAuditFlood(t *testing.T) {
 	want(t, "still refusing", u.exec(r, id, "curl", "-sS", "-w", "%{http_code}", fmt.Sprintf("http://other.egress.test:%d/file", u.http)), 0, "403")
 	// The denials' summary follows a second after the first one over the
 	// budget: wait until every denial is accounted for.
-	var allowed, denied, counted int
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		out := r.warden("logs", "--session", id).Stdout
-		allowed, denied, counted = 0, 0, 0
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			var rec netRecord
-			var sum auditSummary
-			json.Unmarshal([]byte(line), &rec)
-			json.Unmarshal([]byte(line), &sum)
+	tally := func(recs []netRecord) (allowed, denied, counted int) {
+		for _, rec := range recs {
 			switch {
 			case rec.Event == "net.allow" && rec.Host == "api.egress.test" && rec.Port == u.http:
 				allowed++
-				if rec.BytesOut == 0 || rec.Addr == "" || rec.Reason != "" {
-					t.Errorf("allowed line: %s", line)
-				}
-			case rec.Event == "net.allow" && sum.Count > 0:
-				t.Errorf("allowed requests summed up while under their budget: %s", line)
 			case rec.Event == "net.deny" && rec.Host == "evil.egress.test":
 				denied++
 			case rec.Event == "net.suppressed":
-				counted += sum.Count
+				counted += rec.Count
 			}
 		}
-		if denied+counted >= flooded || time.Now().After(deadline) {
-			break
+		return allowed, denied, counted
+	}
+	recs := settledRecords(t, r, id, func(recs []netRecord) bool {
+		allowed, denied, counted := tally(recs)
+		return allowed >= sends && denied+counted >= flooded
+	})
+	allowed, denied, counted := tally(recs)
+	for _, rec := range recs {
+		if rec.Event == "net.allow" && rec.Count > 0 {
+			t.Errorf("allowed requests summed up while under their budget: %+v", rec)
+		} else if rec.Event == "net.allow" && (rec.BytesOut == 0 || rec.Addr == "" || rec.Reason != "") {
+			t.Errorf("allowed line: %+v", rec)
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
 	t.Logf("%d denied requests: %d lines, %d counted in summaries; %d allowed lines", flooded, denied, counted, allowed)
 	if allowed != sends {
@@ -157,7 +145,20 @@ func TestEgressRequestChecks(t *testing.T) {
 			t.Errorf("%s: answer %q, want a 502 saying only %q", c.req, res.Stdout, c.answer)
 		}
 	}
-	recs := netRecords(t, r.warden("logs", "--session", id).Stdout)
+	oversized := func(recs []netRecord) bool {
+		for _, rec := range recs {
+			if rec.Event == "net.deny" && strings.Contains(rec.Reason, "request head larger than 65536 bytes") {
+				return true
+			}
+		}
+		return false
+	}
+	recs := waitRecords(t, r, id, func(recs []netRecord) bool {
+		return oversized(recs) && hasRecords(
+			netRecord{Event: "net.allow", Proto: "http", Host: "nx.egress.test", Port: H},
+			netRecord{Event: "net.allow", Proto: "http", Host: "127.0.0.1", Port: closed},
+			netRecord{Event: "net.deny", Proto: "http", Host: "api.egress.test..", Port: H})(recs)
+	})
 	for _, c := range []struct {
 		host string
 		port int
@@ -170,11 +171,7 @@ func TestEgressRequestChecks(t *testing.T) {
 	if rec := findRecord(recs, "net.deny", "http", "api.egress.test..", H); rec == nil || !strings.Contains(rec.Reason, "empty label") {
 		t.Errorf("no net.deny line for api.egress.test..: %+v", rec)
 	}
-	found := false
-	for _, rec := range recs {
-		found = found || rec.Event == "net.deny" && strings.Contains(rec.Reason, "request head larger than 65536 bytes")
-	}
-	if !found {
+	if !oversized(recs) {
 		t.Errorf("no net.deny line for the oversized head")
 	}
 }
