@@ -2,10 +2,11 @@ package integration
 
 import (
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // pyFlood sends denied CONNECTs to the proxy from 4 threads for 3 s and,
@@ -111,12 +112,7 @@ func TestEgressAuditFlood(t *testing.T) {
 // line that does.
 func TestEgressRequestChecks(t *testing.T) {
 	u := startUpstreams(t)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	closed := refusingPort(t)
 	r := newRoot(t)
 	policy := strings.Replace(u.egressPolicy(), "allow = [\n", fmt.Sprintf("allow = [\n  \"nx.egress.test:%d\", \"127.0.0.1:%d\",\n", u.http, closed), 1)
 	id, _ := u.create(r, "egress-checks", policy)
@@ -174,4 +170,25 @@ func TestEgressRequestChecks(t *testing.T) {
 	if !oversized(recs) {
 		t.Errorf("no net.deny line for the oversized head")
 	}
+}
+
+// refusingPort binds a loopback port for the rest of the test and never
+// listens on it: connections to it are refused, and nothing else can take
+// it meanwhile (the socket lacks SO_REUSEADDR, so even a listener with it
+// cannot share the port, and connect(2) does not pick a bound port).
+func refusingPort(t *testing.T) int {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*unix.SockaddrInet4).Port
 }
