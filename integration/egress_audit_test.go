@@ -1,39 +1,51 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/runtime/egress"
+	"golang.org/x/sys/unix"
 )
 
-// pyFlood sends denied CONNECTs to the proxy from 4 threads for 3 s and,
-// meanwhile, argv[2] allowed GETs to argv[1] (through the proxy the
-// environment names); it prints how many denied requests it sent.
-const pyFlood = `import socket, sys, threading, time, urllib.request
-n = [0]
+// pyFlood sends argv[3] denied CONNECTs to the proxy from 4 threads and,
+// spread over the second half of them, argv[2] allowed GETs to argv[1]
+// (through the proxy the environment names): each made by one thread
+// while the others go on flooding, and hundreds of denials after the
+// last. It prints the allowed answers and how many 403s it got.
+const pyFlood = `import socket, sys, threading, urllib.request
+url, sends, denials = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+step = denials // 4 // sends
+allowed = {denials // 2 + i * step: i for i in range(sends)}
+tickets = iter(range(denials + sends))
 lock = threading.Lock()
-def flood(end):
-    while time.time() < end:
-        s = socket.create_connection(("127.0.0.1", 3128))
-        s.sendall(b"CONNECT evil.egress.test:443 HTTP/1.1\r\n\r\n")
-        while s.recv(4096):
-            pass
-        s.close()
+answers, refused = [], [0]
+def flood():
+    while True:
         with lock:
-            n[0] += 1
-end = time.time() + 3
-ts = [threading.Thread(target=flood, args=(end,)) for _ in range(4)]
+            t = next(tickets, None)
+        if t is None:
+            return
+        if t in allowed:
+            body = urllib.request.urlopen(url + "?leak=%d" % allowed[t], timeout=30).read().decode().strip()
+            with lock:
+                answers.append(body)
+            continue
+        s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+        s.sendall(b"CONNECT evil.egress.test:443 HTTP/1.1\r\n\r\n")
+        out = s.makefile("rb").read()
+        s.close()
+        if out.startswith(b"HTTP/1.1 403 "):
+            with lock:
+                refused[0] += 1
+ts = [threading.Thread(target=flood) for _ in range(4)]
 for t in ts: t.start()
-time.sleep(0.5)
-for i in range(int(sys.argv[2])):
-    print(urllib.request.urlopen(sys.argv[1] + "?leak=%d" % i, timeout=10).read().decode().strip())
-    time.sleep(0.1)
 for t in ts: t.join()
-print("flooded", n[0])
+for a in answers: print(a)
+print("refused", refused[0])
 `
 
 // pyRaw sends argv[1] (with \r\n escapes) to the proxy, after argv[2]
@@ -54,13 +66,6 @@ while True:
 print(out.decode("latin-1"))
 `
 
-type auditSummary struct {
-	Event    string   `json:"event"`
-	Count    int      `json:"count"`
-	Hosts    []string `json:"hosts"`
-	BytesOut int64    `json:"bytesOut"`
-}
-
 // TestEgressAuditFlood: a sandbox flooding the proxy with denied requests
 // while it reaches an allowed host cannot keep those requests out of the
 // audit log; denials over their budget are counted, all of them.
@@ -68,52 +73,57 @@ func TestEgressAuditFlood(t *testing.T) {
 	u := startUpstreams(t)
 	r := newRoot(t)
 	id, _ := u.create(r, "egress-flood", u.egressPolicy())
-	const sends = 10
-	res := u.exec(r, id, "python3", "-c", pyFlood, fmt.Sprintf("http://api.egress.test:%d/file", u.http), strconv.Itoa(sends))
-	want(t, "allowed requests during a flood of denials", res, 0, egressBody, "flooded")
-	var flooded int
-	fmt.Sscanf(res.Stdout[strings.Index(res.Stdout, "flooded"):], "flooded %d", &flooded)
-	want(t, "still refusing", u.exec(r, id, "curl", "-sS", "-w", "%{http_code}", fmt.Sprintf("http://other.egress.test:%d/file", u.http)), 0, "403")
+	// The allowed requests come after the first 1,500 denials: over the
+	// denials' budget unless those took longer than 13 s.
+	const sends, denials = 10, 3000
+	start := time.Now()
+	res := u.exec(r, id, "python3", "-c", pyFlood, fmt.Sprintf("http://api.egress.test:%d/file", u.http), strconv.Itoa(sends), strconv.Itoa(denials))
+	elapsed := time.Since(start)
+	want(t, "allowed requests during a flood of denials", res, 0, fmt.Sprintf("refused %d", denials))
+	if n := strings.Count(res.Stdout, egressBody); n != sends {
+		t.Errorf("%d of %d allowed requests during the flood got through:\n%s", n, sends, res.Stdout)
+	}
 	// The denials' summary follows a second after the first one over the
 	// budget: wait until every denial is accounted for.
-	var allowed, denied, counted int
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		out := r.warden("logs", "--session", id).Stdout
-		allowed, denied, counted = 0, 0, 0
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			var rec netRecord
-			var sum auditSummary
-			json.Unmarshal([]byte(line), &rec)
-			json.Unmarshal([]byte(line), &sum)
+	tally := func(recs []netRecord) (allowed, denied, counted int) {
+		for _, rec := range recs {
 			switch {
 			case rec.Event == "net.allow" && rec.Host == "api.egress.test" && rec.Port == u.http:
 				allowed++
-				if rec.BytesOut == 0 || rec.Addr == "" || rec.Reason != "" {
-					t.Errorf("allowed line: %s", line)
-				}
-			case rec.Event == "net.allow" && sum.Count > 0:
-				t.Errorf("allowed requests summed up while under their budget: %s", line)
 			case rec.Event == "net.deny" && rec.Host == "evil.egress.test":
 				denied++
 			case rec.Event == "net.suppressed":
-				counted += sum.Count
+				counted += rec.Count
 			}
 		}
-		if denied+counted >= flooded || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
+		return allowed, denied, counted
 	}
-	t.Logf("%d denied requests: %d lines, %d counted in summaries; %d allowed lines", flooded, denied, counted, allowed)
+	recs := settledRecords(t, r, id, func(recs []netRecord) bool {
+		allowed, denied, counted := tally(recs)
+		return allowed >= sends && denied+counted >= denials
+	})
+	allowed, denied, counted := tally(recs)
+	for _, rec := range recs {
+		if rec.Event == "net.allow" && rec.Count > 0 {
+			t.Errorf("allowed requests summed up while under their budget: %+v", rec)
+		} else if rec.Event == "net.allow" && (rec.BytesOut == 0 || rec.Addr == "" || rec.Reason != "") {
+			t.Errorf("allowed line: %+v", rec)
+		}
+	}
+	t.Logf("%d denied requests in %s: %d lines, %d counted in summaries; %d allowed lines", denials, elapsed, denied, counted, allowed)
 	if allowed != sends {
 		t.Errorf("%d of %d allowed requests made during the flood are in the audit log", allowed, sends)
 	}
-	if flooded < 1000 || counted == 0 || denied+counted != flooded {
-		t.Errorf("%d denied requests: %d lines + %d counted; want all accounted for, most of them counted", flooded, denied, counted)
+	if denied+counted != denials {
+		t.Errorf("%d denied requests: %d lines + %d counted; want all accounted for", denials, denied, counted)
 	}
-	if denied > 200+100*5 {
-		t.Errorf("%d denial lines in ~3 s: over the budget", denied)
+	if counted == 0 {
+		t.Errorf("%d denied requests in %s all have a line: the flood never went over the denials' budget, so the allowed requests were not made under it", denials, elapsed)
 	}
+	if budget := egress.AuditBurst + int(egress.AuditRate*elapsed.Seconds()); denied > budget {
+		t.Errorf("%d denial lines in %s: over the budget of %d", denied, elapsed, budget)
+	}
+	want(t, "still refusing", u.exec(r, id, "curl", "-sS", "-w", "%{http_code}", fmt.Sprintf("http://other.egress.test:%d/file", u.http)), 0, "403")
 }
 
 // TestEgressRequestChecks: names with an empty label are refused before
@@ -123,12 +133,7 @@ func TestEgressAuditFlood(t *testing.T) {
 // line that does.
 func TestEgressRequestChecks(t *testing.T) {
 	u := startUpstreams(t)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	closed := refusingPort(t)
 	r := newRoot(t)
 	policy := strings.Replace(u.egressPolicy(), "allow = [\n", fmt.Sprintf("allow = [\n  \"nx.egress.test:%d\", \"127.0.0.1:%d\",\n", u.http, closed), 1)
 	id, _ := u.create(r, "egress-checks", policy)
@@ -157,7 +162,20 @@ func TestEgressRequestChecks(t *testing.T) {
 			t.Errorf("%s: answer %q, want a 502 saying only %q", c.req, res.Stdout, c.answer)
 		}
 	}
-	recs := netRecords(t, r.warden("logs", "--session", id).Stdout)
+	oversized := func(recs []netRecord) bool {
+		for _, rec := range recs {
+			if rec.Event == "net.deny" && strings.Contains(rec.Reason, "request head larger than 65536 bytes") {
+				return true
+			}
+		}
+		return false
+	}
+	recs := waitRecords(t, r, id, func(recs []netRecord) bool {
+		return oversized(recs) && hasRecords(
+			netRecord{Event: "net.allow", Proto: "http", Host: "nx.egress.test", Port: H},
+			netRecord{Event: "net.allow", Proto: "http", Host: "127.0.0.1", Port: closed},
+			netRecord{Event: "net.deny", Proto: "http", Host: "api.egress.test..", Port: H})(recs)
+	})
 	for _, c := range []struct {
 		host string
 		port int
@@ -170,11 +188,28 @@ func TestEgressRequestChecks(t *testing.T) {
 	if rec := findRecord(recs, "net.deny", "http", "api.egress.test..", H); rec == nil || !strings.Contains(rec.Reason, "empty label") {
 		t.Errorf("no net.deny line for api.egress.test..: %+v", rec)
 	}
-	found := false
-	for _, rec := range recs {
-		found = found || rec.Event == "net.deny" && strings.Contains(rec.Reason, "request head larger than 65536 bytes")
-	}
-	if !found {
+	if !oversized(recs) {
 		t.Errorf("no net.deny line for the oversized head")
 	}
+}
+
+// refusingPort binds a loopback port for the rest of the test and never
+// listens on it: connections to it are refused, and nothing else can take
+// it meanwhile (the socket lacks SO_REUSEADDR, so even a listener with it
+// cannot share the port, and connect(2) does not pick a bound port).
+func refusingPort(t *testing.T) int {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*unix.SockaddrInet4).Port
 }

@@ -239,12 +239,16 @@ type netRecord struct {
 	BytesOut int64   `json:"bytesOut"`
 	Duration float64 `json:"durationMs"`
 	Reason   string  `json:"reason"`
+	Count    int     `json:"count"` // a summary's: how many decisions it stands for
 }
 
 func netRecords(t *testing.T, out string) []netRecord {
 	t.Helper()
 	var recs []netRecord
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue // no lines
+		}
 		var rec netRecord
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("audit line is not JSON: %q", line)
@@ -264,6 +268,51 @@ func findRecord(recs []netRecord, event, proto, host string, port int) *netRecor
 		}
 	}
 	return nil
+}
+
+// waitRecords reads a session's egress records until done accepts them
+// (10 s at most) and returns the last read, for the caller to check. The proxy writes a record
+// after its answer has reached the sandbox, an allowed request's after
+// the response and a CONNECT's once both sides have closed, so the
+// command that caused it may have returned before it is in the log.
+func waitRecords(t *testing.T, r *wardenRoot, id string, done func([]netRecord) bool) []netRecord {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := r.warden("logs", "--session", id)
+		if res.Exit != 0 {
+			t.Fatalf("logs: exit %d: %s", res.Exit, res.Stderr)
+		}
+		recs := netRecords(t, res.Stdout)
+		if done(recs) || time.Now().After(deadline) {
+			return recs
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// settledRecords waits for done, then reads the records again after
+// longer than the proxy takes to write a summary (a second after the
+// first record over a budget), for tests that count them exactly: a
+// record past those awaited would show by then.
+func settledRecords(t *testing.T, r *wardenRoot, id string, done func([]netRecord) bool) []netRecord {
+	t.Helper()
+	waitRecords(t, r, id, done)
+	time.Sleep(1500 * time.Millisecond)
+	return waitRecords(t, r, id, func([]netRecord) bool { return true })
+}
+
+// hasRecords accepts records holding one with each event, proto, host and
+// port of want.
+func hasRecords(want ...netRecord) func([]netRecord) bool {
+	return func(recs []netRecord) bool {
+		for _, w := range want {
+			if findRecord(recs, w.Event, w.Proto, w.Host, w.Port) == nil {
+				return false
+			}
+		}
+		return true
+	}
 }
 
 // TestEgress: a session reaches exactly what its network.allow names,
@@ -349,39 +398,33 @@ func TestEgress(t *testing.T) {
 			"import socket\ntry:\n  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); s.sendto(b'\\x08\\0\\0\\0\\0\\0\\0\\0', ('1.1.1.1', 0)); print('sent')\nexcept OSError as e: print('errno', e.errno)"), 0, "errno 13")
 	})
 	t.Run("audit", func(t *testing.T) {
-		res := r.warden("logs", "--session", id)
-		if res.Exit != 0 {
-			t.Fatalf("logs: %s", res.Stderr)
+		// A denial's reason must contain the Reason given here.
+		wanted := []netRecord{
+			{Event: "net.allow", Proto: "http", Host: "127.0.0.1", Port: H},
+			{Event: "net.allow", Proto: "http", Host: "api.egress.test", Port: H},
+			{Event: "net.allow", Proto: "connect", Host: "api.egress.test", Port: T},
+			{Event: "net.allow", Proto: "socks5", Host: "api.egress.test", Port: H},
+			{Event: "net.allow", Proto: "socks5", Host: "127.0.0.1", Port: H},
+			{Event: "net.deny", Proto: "http", Host: "api.egress.test", Port: O, Reason: "matches no network.allow rule"},
+			{Event: "net.deny", Proto: "connect", Host: "api.egress.test", Port: O, Reason: "matches no network.allow rule"},
+			{Event: "net.deny", Proto: "http", Host: "other.egress.test", Port: H, Reason: "matches no network.allow rule"},
+			{Event: "net.deny", Proto: "http", Host: "wild.egress.test", Port: H, Reason: "matches no network.allow rule"},
+			{Event: "net.deny", Proto: "http", Host: "api.egress.test", Port: H2, Reason: "(loopback)"},
+			{Event: "net.deny", Proto: "http", Host: "localhost", Port: H2, Reason: "(loopback)"},
+			{Event: "net.deny", Proto: "socks5", Host: "other.egress.test", Port: H, Reason: "matches no network.allow rule"},
+			{Event: "net.deny", Proto: "socks5", Host: "api.egress.test", Port: O, Reason: "matches no network.allow rule"},
+			{Event: "net.deny", Proto: "http", Host: "169.254.169.254", Port: 80, Reason: "matches no network.allow rule"},
 		}
-		recs := netRecords(t, res.Stdout)
-		for _, c := range []struct {
-			event, proto, host string
-			port               int
-			reason             string
-		}{
-			{"net.allow", "http", "127.0.0.1", H, ""},
-			{"net.allow", "http", "api.egress.test", H, ""},
-			{"net.allow", "connect", "api.egress.test", T, ""},
-			{"net.allow", "socks5", "api.egress.test", H, ""},
-			{"net.allow", "socks5", "127.0.0.1", H, ""},
-			{"net.deny", "http", "api.egress.test", O, "matches no network.allow rule"},
-			{"net.deny", "connect", "api.egress.test", O, "matches no network.allow rule"},
-			{"net.deny", "http", "other.egress.test", H, "matches no network.allow rule"},
-			{"net.deny", "http", "wild.egress.test", H, "matches no network.allow rule"},
-			{"net.deny", "http", "api.egress.test", H2, "(loopback)"},
-			{"net.deny", "http", "localhost", H2, "(loopback)"},
-			{"net.deny", "socks5", "other.egress.test", H, "matches no network.allow rule"},
-			{"net.deny", "socks5", "api.egress.test", O, "matches no network.allow rule"},
-			{"net.deny", "http", "169.254.169.254", 80, "matches no network.allow rule"},
-		} {
-			rec := findRecord(recs, c.event, c.proto, c.host, c.port)
+		recs := waitRecords(t, r, id, hasRecords(wanted...))
+		for _, c := range wanted {
+			rec := findRecord(recs, c.Event, c.Proto, c.Host, c.Port)
 			switch {
 			case rec == nil:
-				t.Errorf("no %s record for %s %s:%d", c.event, c.proto, c.host, c.port)
-			case c.event == "net.allow" && (rec.BytesIn == 0 || rec.BytesOut == 0 || rec.Duration <= 0 || rec.Addr != fmt.Sprintf("127.0.0.1:%d", c.port) || rec.Rule == "" || rec.Reason != ""):
+				t.Errorf("no %s record for %s %s:%d", c.Event, c.Proto, c.Host, c.Port)
+			case c.Event == "net.allow" && (rec.BytesIn == 0 || rec.BytesOut == 0 || rec.Duration <= 0 || rec.Addr != fmt.Sprintf("127.0.0.1:%d", c.Port) || rec.Rule == "" || rec.Reason != ""):
 				t.Errorf("allowed record lacks bytes, duration, address or rule: %+v", *rec)
-			case c.event == "net.deny" && !strings.Contains(rec.Reason, c.reason):
-				t.Errorf("denied record's reason %q lacks %q", rec.Reason, c.reason)
+			case c.Event == "net.deny" && !strings.Contains(rec.Reason, c.Reason):
+				t.Errorf("denied record's reason %q lacks %q", rec.Reason, c.Reason)
 			}
 		}
 		if rec := findRecord(recs, "net.allow", "http", "api.egress.test", H); rec != nil && rec.Rule != fmt.Sprintf("api.egress.test:%d + 127.0.0.1:%d", H, H) {
@@ -491,15 +534,21 @@ allow = ["api.egress.test:%[2]d", "127.0.0.1:%[2]d"]
 			want(t, key+" (the other's)", res, 0, "403", `policy "`+policy+`"`)
 		}
 	}
-	res := r.warden("logs", "--session", b)
-	recs := netRecords(t, res.Stdout)
-	if len(recs) != 10 {
-		t.Errorf("session %s: %d egress records, want 10", b, len(recs))
-	}
+	// b's own: 5 requests allowed (http2), 5 denied (http).
+	recs := settledRecords(t, r, b, func(recs []netRecord) bool { return len(recs) >= 10 })
+	allowed, denied := 0, 0
 	for _, rec := range recs {
-		if rec.Session != b {
+		switch {
+		case rec.Session != b:
 			t.Errorf("logs --session %s shows %+v", b, rec)
+		case rec.Event == "net.allow" && rec.Port == u.http2:
+			allowed++
+		case rec.Event == "net.deny" && rec.Port == u.http:
+			denied++
 		}
+	}
+	if len(recs) != 10 || allowed != 5 || denied != 5 {
+		t.Errorf("session %s: %d egress records, %d allowed to %d and %d denied to %d; want 10: 5 and 5", b, len(recs), allowed, u.http2, denied, u.http)
 	}
 }
 
@@ -588,8 +637,10 @@ func TestEgressPooled(t *testing.T) {
 	want(t, "another host", u.exec(r, id, "curl", "-sS", "-w", "%{http_code}", fmt.Sprintf("http://other.egress.test:%d/file", u.http)), 0, "403", `policy "egress-test"`)
 	want(t, "direct", u.exec(r, id, "curl", "-sS", "--noproxy", "*", fmt.Sprintf("http://127.0.0.1:%d/file", u.http)), 7)
 	checkListener(t, r, id)
-	recs := netRecords(t, r.warden("logs", "--session", id).Stdout)
-	if findRecord(recs, "net.allow", "http", "api.egress.test", u.http) == nil || findRecord(recs, "net.deny", "http", "other.egress.test", u.http) == nil {
+	audited := hasRecords(
+		netRecord{Event: "net.allow", Proto: "http", Host: "api.egress.test", Port: u.http},
+		netRecord{Event: "net.deny", Proto: "http", Host: "other.egress.test", Port: u.http})
+	if recs := waitRecords(t, r, id, audited); !audited(recs) {
 		t.Errorf("pooled session's decisions are not audited under its id: %+v", recs)
 	}
 }
