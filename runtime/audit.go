@@ -2,10 +2,14 @@ package runtime
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // AuditRecord is one line of the audit log: a command that ran (or did
@@ -71,9 +75,38 @@ func (a *auditLog) write(r AuditRecord) {
 	if err != nil {
 		return
 	}
+	data = TerminalSafe(data)
 	a.mu.Lock()
 	a.f.Write(append(data, '\n'))
 	a.mu.Unlock()
+}
+
+// TerminalSafe escapes, in a JSON line, what encoding/json leaves raw
+// and a terminal would act on or a reader be fooled by: DEL, C1 controls
+// (an 8-bit CSI or OSC), bidi overrides and the other format characters.
+// A sandbox chooses much of what is logged (host names, arguments), and
+// `tail audit.log` must show it as text. These characters only ever
+// stand inside JSON strings, where \uXXXX means the same.
+func TerminalSafe(line []byte) []byte {
+	var out []byte
+	for i := 0; i < len(line); {
+		r, n := utf8.DecodeRune(line[i:])
+		if r >= 0x7f && (unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r)) {
+			if out == nil {
+				out = append(make([]byte, 0, len(line)+12), line[:i]...)
+			}
+			for _, u := range utf16.Encode([]rune{r}) {
+				out = fmt.Appendf(out, `\u%04x`, u)
+			}
+		} else if out != nil {
+			out = append(out, line[i:i+n]...)
+		}
+		i += n
+	}
+	if out == nil {
+		return line
+	}
+	return out
 }
 
 func (a *auditLog) close() {

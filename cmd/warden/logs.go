@@ -58,7 +58,8 @@ var logsCommand = &cli.Command{
 				return err
 			}
 			if wanted(partial, session) {
-				w.Write(partial)
+				// (lines an older warden wrote may hold raw controls)
+				w.Write(runtime.TerminalSafe(partial))
 			}
 			partial = partial[:0]
 		}
