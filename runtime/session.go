@@ -730,6 +730,7 @@ func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 		for _, f := range stdio {
 			fds = append(fds, int(f.Fd()))
 		}
+		defer restoreTerminals(fds)()
 	}
 	s.touch()
 	conn, err := dialPacket(s.socketPath())
@@ -872,6 +873,25 @@ func stdioFiles(in, out, errf *os.File) ([]*os.File, error) {
 		}
 	}
 	return files, nil
+}
+
+// restoreTerminals notes the settings of the terminals among fds and
+// returns what sets them back. A command given the caller's terminal as
+// its stdio (no -t) can turn off its echo or make it raw, and that would
+// outlive the command. (Not the window size: the user may resize it
+// meanwhile.)
+func restoreTerminals(fds []int) func() {
+	saved := map[int]*unix.Termios{}
+	for _, fd := range fds {
+		if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+			saved[fd] = t
+		}
+	}
+	return func() {
+		for fd, t := range saved {
+			unix.IoctlSetTermios(fd, unix.TCSETS, t)
+		}
+	}
 }
 
 var devNull = sync.OnceValues(func() (*os.File, error) { return os.OpenFile(os.DevNull, os.O_RDWR, 0) })
