@@ -57,7 +57,7 @@ func New(root, binary string) (*Runtime, error) {
 		return nil, fmt.Errorf("state root %q must be an absolute path", root)
 	}
 	if !libseccomp.Enabled {
-		return nil, errors.New("this warden binary was built without seccomp support and would fail every sandbox; build it with `make build` (go build -tags seccomp)")
+		return nil, errors.New("this program was built without seccomp support and would fail every sandbox: build it with cgo and `-tags seccomp` (libseccomp-dev installed), as `make build` builds warden")
 	}
 	rt := &Runtime{Root: root, Binary: binary}
 	for _, d := range rt.stateDirs() {

@@ -742,10 +742,10 @@ func (g *generator) place(rule policies.Rule) (placed, error) {
 	roots := []struct {
 		name, value, inside, flag string
 	}{
-		{"$WORK_DIR", v.WorkDir, WorkspacePath, "--workspace"},
-		{"$SKILL_DIR", v.SkillDir, SkillPath, "--skill-dir"},
-		{"$DATA_DIR", v.DataDir, DataPath, "--data-dir"},
-		{"$HOME", v.Home, "", "HOME"},
+		{"$WORK_DIR", v.WorkDir, WorkspacePath, "--workspace (Go: Vars.WorkDir)"},
+		{"$SKILL_DIR", v.SkillDir, SkillPath, "--skill-dir (Go: Vars.SkillDir)"},
+		{"$DATA_DIR", v.DataDir, DataPath, "--data-dir (Go: Vars.DataDir)"},
+		{"$HOME", v.Home, "", "HOME (Go: Vars.Home)"},
 	}
 	for _, root := range roots {
 		rest, ok := strings.CutPrefix(rule.Path, root.name)
