@@ -400,6 +400,13 @@ static const char *env_value(char *const *env, int n, const char *name)
 	return "";
 }
 
+/* not_found: under an allow-list, a program the host has is absent
+ * from the sandbox unless listed, so "not found" says where to look. */
+static const char *not_found(const struct agent_config *cfg)
+{
+	return cfg->allow_all ? ": command not found" : ": command not found (in this sandbox only the policy's exec.allow programs exist)";
+}
+
 char *agent_lookup(const struct agent_config *cfg, const char *name, char *const *env, int nenv, struct event *ev)
 {
 	char *path = NULL;
@@ -422,7 +429,7 @@ char *agent_lookup(const struct agent_config *cfg, const char *name, char *const
 				free(candidate);
 		}
 		if (!path) {
-			set_error(ev, 127, name, ": command not found", NULL);
+			set_error(ev, 127, name, not_found(cfg), NULL);
 			return NULL;
 		}
 	} else if (!(path = strdup(name))) {
@@ -435,7 +442,7 @@ char *agent_lookup(const struct agent_config *cfg, const char *name, char *const
 		for (int i = 0; real && i < cfg->allow.n && !ok; i++)
 			ok = strcmp(cfg->allow.v[i], real) == 0;
 		if (!real || !ok) {
-			set_error(ev, 127, name, real ? ": not allowed by the policy's exec.allow" : ": command not found", NULL);
+			set_error(ev, 127, name, real ? ": not allowed by the policy's exec.allow" : not_found(cfg), NULL);
 			free(real);
 			free(path);
 			return NULL;

@@ -139,7 +139,8 @@ func TestLookup(t *testing.T) {
 		{nil, "./relative/x", nil, "./relative/x", "", 0},
 		{[]string{tool}, "alias", []string{path}, filepath.Join(bin, "alias"), "", 0},
 		{[]string{}, "tool", []string{path}, "", "tool: not allowed by the policy's exec.allow", 127},
-		{[]string{tool}, "/missing/tool", nil, "", "/missing/tool: command not found", 127},
+		{[]string{tool}, "/missing/tool", nil, "", "/missing/tool: command not found (in this sandbox only the policy's exec.allow programs exist)", 127},
+		{[]string{tool}, "missing", []string{path}, "", "missing: command not found (in this sandbox only the policy's exec.allow programs exist)", 127},
 		{[]string{tool}, "./relative/x", nil, "./relative/x", "", 0},
 	} {
 		p, err, code := lookup(c.allow, c.name, c.env)
