@@ -294,6 +294,21 @@ func checkEnvName(s string) (string, error) {
 	return s, nil
 }
 
+// notProxyVar refuses a proxy variable in [env] of a policy with network
+// rules: warden points those at its egress proxy, so the policy's own
+// would be silently replaced. ([network] is decoded first.)
+func (d *decoder) notProxyVar(n *node, name string, p *Policy) error {
+	if len(p.Network.Allow) == 0 {
+		return nil
+	}
+	for _, proxy := range []string{"http_proxy", "https_proxy", "all_proxy", "no_proxy"} {
+		if strings.EqualFold(name, proxy) {
+			return d.errf(n, "%s: warden sets the proxy variables to its egress proxy when [network] allows hosts; remove it", name)
+		}
+	}
+	return nil
+}
+
 func decodeEnv(d *decoder, t *table, p *Policy) error {
 	n := t.get("env")
 	if n == nil {
@@ -310,6 +325,9 @@ func decodeEnv(d *decoder, t *table, p *Policy) error {
 			return err
 		}
 		for i, s := range list {
+			if err := d.notProxyVar(nodes[i], s, p); err != nil {
+				return err
+			}
 			allowed[s] = nodes[i]
 		}
 		sort.Strings(list)
@@ -334,6 +352,9 @@ func decodeEnv(d *decoder, t *table, p *Policy) error {
 		}
 		if strings.ContainsRune(v, 0) {
 			return d.errf(vn, "value contains a NUL byte")
+		}
+		if err := d.notProxyVar(vn, k, p); err != nil {
+			return err
 		}
 		if a, both := allowed[k]; both {
 			return d.errf(vn, "%s is also in env.allow (%s); pass it through or set it, not both", k, a.key)

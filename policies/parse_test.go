@@ -118,6 +118,8 @@ var parseErrorCases = []struct {
 	{"env duplicate", minimal + "[env]\nallow = [\"LANG\", \"LANG\"]\n", 3, "env.allow[1]", "listed twice"},
 	{"bad env set name", minimal + "[env]\nset = { \"A B\" = \"x\" }\n", 3, "env.set.A B", "bad variable name"},
 	{"env set and allow", minimal + "[env]\nallow = [\"PAGER\"]\nset = { PAGER = \"cat\" }\n", 4, "env.set.PAGER", "also in env.allow"},
+	{"proxy var allowed with network", minimal + "[network]\nallow = [\"a.test:443\"]\n[env]\nallow = [\"LANG\", \"https_proxy\"]\n", 5, "env.allow[1]", "warden sets the proxy variables"},
+	{"proxy var set with network", minimal + "[network]\nallow = [\"a.test:443\"]\n[env]\nset = { NO_PROXY = \"x\" }\n", 5, "env.set.NO_PROXY", "warden sets the proxy variables"},
 
 	// limits
 	{"memory zero", minimal + "[limits]\nmemory = \"0MiB\"\n", 3, "limits.memory", "out of range; use 8MiB to 1TiB"},
@@ -278,5 +280,14 @@ func TestSizes(t *testing.T) {
 		if got := formatDuration(tc.in); got != tc.want {
 			t.Errorf("formatDuration(%v) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// Without network rules warden sets no proxy variable, so a policy may
+// pass the caller's through.
+func TestProxyVarWithoutNetwork(t *testing.T) {
+	p, err := Parse("p.toml", []byte(minimal+"[env]\nallow = [\"HTTPS_PROXY\"]\n"))
+	if err != nil || len(p.Env.Allow) != 1 {
+		t.Fatalf("%v, %+v", err, p)
 	}
 }

@@ -832,6 +832,9 @@ func (s *Session) commandEnv(caller, extra []string) ([]string, error) {
 		if !ok || name == "" {
 			return nil, fmt.Errorf("--env %q: use NAME=VALUE", kv)
 		}
+		if _, set := s.policy.Env.Set[name]; set {
+			return nil, fmt.Errorf("--env %s: the policy sets it (env.set); a command cannot change it", name)
+		}
 		if !allowed[name] {
 			return nil, fmt.Errorf("--env %s: not in the policy's env.allow; add it there to pass it", name)
 		}
