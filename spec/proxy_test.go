@@ -7,13 +7,14 @@ import (
 )
 
 func TestProxyEnvironment(t *testing.T) {
+	// A policy file may not name them (policies refuses it); one built in
+	// Go may, and warden's values still win.
 	with := mustParse(t, `name = "t"
 [network]
 allow = ["api.example.com:443"]
-[env]
-allow = ["HTTPS_PROXY", "http_proxy"]
-set = { ALL_PROXY = "socks5://evil.example:1080" }
 `)
+	with.Env.Allow = []string{"HTTPS_PROXY", "http_proxy"}
+	with.Env.Set = map[string]string{"ALL_PROXY": "socks5://evil.example:1080"}
 	env := SandboxEnv(with, []string{"HTTPS_PROXY=http://corp-proxy:8080", "http_proxy=http://corp-proxy:8080"})
 	for _, want := range []string{
 		"HTTP_PROXY=http://127.0.0.1:3128", "http_proxy=http://127.0.0.1:3128",
