@@ -69,10 +69,8 @@ func checkExecInput(cliContext *cli.Context) error {
 			name = os.Args[i]
 		}
 		name = strings.TrimLeft(name, "-")
-		for _, f := range cliContext.Command.Flags {
-			if slices.Contains(f.Names(), name) {
-				name = f.Names()[0]
-			}
+		if f := commandFlag(cliContext, name); f != nil {
+			name = f.Names()[0]
 		}
 		return fmt.Errorf("--%s is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)", name)
 	}
@@ -157,27 +155,50 @@ func loadAll(files []string, combine func(...*policies.Policy) (*policies.Policy
 
 // positional returns a command's positional arguments, applying any of its
 // flags that follow them (`policy explain FILE --workspace DIR`): the CLI
-// library stops reading flags at the first positional argument.
+// library stops reading flags at the first positional argument. A flag is
+// set under its first name, the one commands read, whichever name was
+// written; after "--" everything is positional.
 func positional(cliContext *cli.Context) ([]string, error) {
 	var args []string
 	rest := cliContext.Args().Slice()
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+		if a == "--" {
+			return append(args, rest[i+1:]...), nil
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
 			args = append(args, a)
 			continue
 		}
+		written, value, hasValue := strings.Cut(a, "=")
+		f := commandFlag(cliContext, strings.TrimLeft(written, "-"))
+		if f == nil {
+			return nil, fmt.Errorf("unknown flag %s; see 'warden %s --help'", written, commandName(cliContext))
+		}
+		if v, ok := f.(cli.DocGenerationFlag); ok && !v.TakesValue() && !hasValue {
+			value, hasValue = "true", true
+		}
 		if !hasValue {
 			if i+1 >= len(rest) {
-				return nil, fmt.Errorf("flag %s needs a value", a)
+				return nil, fmt.Errorf("flag %s needs a value; see 'warden %s --help'", written, commandName(cliContext))
 			}
 			i++
 			value = rest[i]
 		}
-		if err := cliContext.Set(name, value); err != nil {
-			return nil, fmt.Errorf("flag %s: %w; see 'warden %s --help'", a, err, commandName(cliContext))
+		if err := cliContext.Set(f.Names()[0], value); err != nil {
+			return nil, fmt.Errorf("flag %s: %w; see 'warden %s --help'", written, err, commandName(cliContext))
 		}
 	}
 	return args, nil
+}
+
+// commandFlag is the flag of the running command with the given name or
+// alias, or nil.
+func commandFlag(cliContext *cli.Context, name string) cli.Flag {
+	for _, f := range cliContext.Command.Flags {
+		if slices.Contains(f.Names(), name) {
+			return f
+		}
+	}
+	return nil
 }
