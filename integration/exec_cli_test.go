@@ -51,7 +51,8 @@ func TestExecFastPathMatchesGo(t *testing.T) {
 		{"bad duration", []string{"exec", "--session", id, "--timeout", "5", "--", "true"}, "", false},
 		{"no command", []string{"exec", "--session", id, "--"}, "", false},
 		{"unknown flag", []string{"exec", "--session", id, "--frobnicate", "--", "true"}, "", false},
-		{"comma in env", []string{"exec", "--session", id, "-e", "LANG=a,b", "--", "true"}, "", false},
+		{"comma in env", []string{"exec", "--session", id, "-e", "LANG=a,b", "--", "sh", "-c", "echo $LANG"}, "", true},
+		{"spaces in env", []string{"exec", "--session", id, "--env=LANG= a ", "--", "sh", "-c", "echo \"[$LANG]\""}, "", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var got [2]sandboxResult

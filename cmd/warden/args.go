@@ -77,6 +77,10 @@ func checkExecInput(cliContext *cli.Context) error {
 	return nil
 }
 
+// envFlag sets a variable of the command; the value is passed as written,
+// commas and spaces included.
+var envFlag = &cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `NAME=VALUE` (the name must be in the policy's env.allow)", KeepSpace: true}
+
 // sandboxFlags name the policy and the folders its variables stand for.
 var sandboxFlags = append([]cli.Flag{
 	&cli.StringSliceFlag{Name: "policy", Aliases: []string{"p"}, Usage: "policy `FILE` (repeat to merge several skills)", Required: true},

@@ -18,7 +18,7 @@ var doCommand = &cli.Command{
 	ArgsUsage: "-- COMMAND [ARG...]",
 	Flags: append([]cli.Flag{
 		&cli.DurationFlag{Name: "timeout", Usage: "kill the command after `DURATION` (at most the policy's limits.timeout)"},
-		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `NAME=VALUE` (the name must be in the policy's env.allow)"},
+		envFlag,
 		&cli.StringFlag{Name: "cwd", Usage: "working `DIR`, relative to the workspace"},
 	}, sandboxFlags...),
 	Action: func(cliContext *cli.Context) error {

@@ -30,7 +30,7 @@ config.json process as the base, in the running container CONTAINER-ID.`,
 	Flags: append([]cli.Flag{
 		&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "session `ID`"},
 		&cli.DurationFlag{Name: "timeout", Usage: "kill the command's process tree after `DURATION` (at most the policy's limits.timeout)"},
-		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `NAME=VALUE` (the name must be in the policy's env.allow)"},
+		envFlag,
 		&cli.StringFlag{Name: "cwd", Usage: "working `DIR`, relative to the workspace"},
 		&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "run the command on a new terminal (interactive)"},
 		&cli.StringSliceFlag{Name: "policy", Aliases: []string{"p"}, Usage: "policy `FILE` to create the session with when it does not exist"},

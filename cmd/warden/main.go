@@ -50,7 +50,10 @@ func newApp() *cli.App {
 		Usage:                "run AI-agent skills in sandboxes built from their policies",
 		Version:              version,
 		EnableBashCompletion: true,
-		HideHelpCommand:      true,
+		// A repeatable flag's value is one value, commas and all
+		// (--env LIST=a,b), as in runc.
+		DisableSliceFlagSeparator: true,
+		HideHelpCommand:           true,
 		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "debug", Usage: "log debug messages"},
 			&cli.StringFlag{Name: "root", Usage: "state `DIR` for sessions and containers", Value: runtime.DefaultRoot, EnvVars: []string{"WARDEN_ROOT"}},

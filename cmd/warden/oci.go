@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
@@ -22,9 +23,27 @@ var ociGlobalFlags = []cli.Flag{
 	&cli.StringFlag{Name: "policy", Usage: "OCI face: apply the policy `FILE` to every container that does not choose one", EnvVars: []string{"WARDEN_POLICY"}},
 	&cli.StringFlag{Name: "policy-dir", Usage: "OCI face: `DIR` of NAME.toml policies a container may choose with the annotation dev.warden.policy=NAME (default " + defaultPolicyDir + " when it exists and no --policy is given); a container that selects none runs under its default.toml", EnvVars: []string{"WARDEN_POLICY_DIR"}},
 	&cli.BoolFlag{Name: "allow-unconfined", Usage: "OCI face: with a policy directory, a container that selects no policy and finds no default.toml there runs as configured (without: it is refused)", EnvVars: []string{"WARDEN_ALLOW_UNCONFINED"}},
-	&cli.StringSliceFlag{Name: "hook-allow", Usage: "OCI face: a host program `PATH` a container's hooks may run under a policy (docker's own libnetwork-setkey is always allowed); other hooks refuse the container", EnvVars: []string{"WARDEN_HOOK_ALLOW"}},
-	&cli.StringSliceFlag{Name: "bind-allow", Usage: "OCI face: a host path `PATTERN` (filepath.Match) containers under a policy may bind read-only though the policy does not grant it", EnvVars: []string{"WARDEN_BIND_ALLOW"}},
-	&cli.StringSliceFlag{Name: "cap-allow", Usage: "OCI face: a capability (CAP_CHOWN) containers under a policy may keep; default none", EnvVars: []string{"WARDEN_CAP_ALLOW"}},
+	&cli.StringSliceFlag{Name: "hook-allow", Usage: "OCI face: a host program `PATH` a container's hooks may run under a policy (docker's own libnetwork-setkey is always allowed); other hooks refuse the container; without the flag: $WARDEN_HOOK_ALLOW, comma-separated"},
+	&cli.StringSliceFlag{Name: "bind-allow", Usage: "OCI face: a host path `PATTERN` (filepath.Match) containers under a policy may bind read-only though the policy does not grant it; without the flag: $WARDEN_BIND_ALLOW, comma-separated"},
+	&cli.StringSliceFlag{Name: "cap-allow", Usage: "OCI face: a capability (CAP_CHOWN) containers under a policy may keep; default none; without the flag: $WARDEN_CAP_ALLOW, comma-separated"},
+}
+
+// listFlag is a repeatable global flag's values, each as written, or
+// when the flag is not given, its variable's comma-separated list: an
+// engine's environment holds one value per variable.
+func listFlag(cliContext *cli.Context, name, variable string) []string {
+	if cliContext.IsSet(name) {
+		return cliContext.StringSlice(name)
+	}
+	v := os.Getenv(variable)
+	if v == "" {
+		return nil
+	}
+	list := strings.Split(v, ",")
+	for i := range list {
+		list[i] = strings.TrimSpace(list[i])
+	}
+	return list
 }
 
 // defaultPolicyDir is the operator's policy directory when neither
@@ -48,9 +67,9 @@ var ociGlobals struct {
 func setupLogging(cliContext *cli.Context) error {
 	ociGlobals.policy = cliContext.String("policy")
 	ociGlobals.policyDir = cliContext.String("policy-dir")
-	ociGlobals.capAllow = cliContext.StringSlice("cap-allow")
-	ociGlobals.bindAllow = cliContext.StringSlice("bind-allow")
-	ociGlobals.hookAllow = cliContext.StringSlice("hook-allow")
+	ociGlobals.capAllow = listFlag(cliContext, "cap-allow", "WARDEN_CAP_ALLOW")
+	ociGlobals.bindAllow = listFlag(cliContext, "bind-allow", "WARDEN_BIND_ALLOW")
+	ociGlobals.hookAllow = listFlag(cliContext, "hook-allow", "WARDEN_HOOK_ALLOW")
 	ociGlobals.allowUnconfined = cliContext.Bool("allow-unconfined")
 	logrus.SetOutput(cliContext.App.ErrWriter)
 	if cliContext.Bool("debug") {

@@ -269,9 +269,7 @@ static int parse_args(int argc, char **argv, struct request *r)
 			if (fastexec_parse_duration(value, &r->timeout) || r->timeout < 1000000)
 				return -1;
 		} else {
-			if (strchr(value, ','))
-				return -1; /* the CLI library splits these; keep one reading */
-			r->env[r->nenv++] = (char *)value;
+			r->env[r->nenv++] = (char *)value; /* as written: commas, spaces */
 		}
 	}
 	if (!r->session || !*r->session || i >= argc)
