@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCLIArgsEnvCommas: an --env value holding commas (a list, JSON) and
@@ -77,5 +78,30 @@ func TestCLIArgsShortFlagsAfterFile(t *testing.T) {
 	expectOK(t, res)
 	if !strings.Contains(res.Stdout, ws) {
 		t.Errorf("policy explain -w %s: the workspace is not in\n%s", ws, res.Stdout)
+	}
+}
+
+// TestCLIArgsDaemonConfigError: a daemon the CLI starts that refuses its
+// configuration file is reported at once, in one line naming the key and
+// the valid ones; daemon.log keeps the error as a line of its own.
+func TestCLIArgsDaemonConfigError(t *testing.T) {
+	for _, c := range []struct{ name, config, want string }{
+		{"top", "bogus = 1\n", `unknown key "bogus"; valid: cgroup_favordynmods`},
+		{"pool", "[[pool]]\nbogus = 1\n", `pool 1: unknown key "bogus"; valid: policy, size, skill_dir, home`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := filepath.Join(tempDir(t), "root")
+			os.Mkdir(root, 0o711)
+			writeFile(t, root, "config.toml", c.config)
+			start := time.Now()
+			res := runWarden(t, nil, "--root", root, "session", "ls")
+			expectFailure(t, res, "the warden daemon did not start: config "+filepath.Join(root, "config.toml"), c.want)
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("took %s to report it", took)
+			}
+			if data, _ := os.ReadFile(filepath.Join(root, "daemon.log")); !strings.Contains(string(data), c.want) || !strings.HasSuffix(string(data), "\n") {
+				t.Errorf("daemon.log: %q", data)
+			}
+		})
 	}
 }

@@ -3,10 +3,12 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,7 +30,8 @@ func (c *Client) dial() (*net.UnixConn, error) {
 	if err == nil {
 		return conn, nil
 	}
-	if err := c.startDaemon(); err != nil {
+	d, err := c.startDaemon()
+	if err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -37,38 +40,76 @@ func (c *Client) dial() (*net.UnixConn, error) {
 		if err == nil {
 			return conn, nil
 		}
+		select {
+		case exitErr := <-d.exited:
+			if exitErr != nil {
+				return nil, d.failure(exitErr)
+			}
+			// It found another daemon starting (a racing client's),
+			// which is the one to wait for.
+			d.exited = nil
+		default:
+		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the warden daemon did not come up (see %s): %w", filepath.Join(c.Root, "daemon.log"), err)
+			return nil, fmt.Errorf("the warden daemon did not come up (see %s): %w", d.log, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
+// startedDaemon is a daemon this client started: how it ended, once it
+// has, and where its output begins in daemon.log.
+type startedDaemon struct {
+	exited <-chan error
+	log    string
+	offset int64
+}
+
+// failure says why a daemon ended before serving: the last line it wrote
+// (main's one-line error, such as a bad configuration file), else how it
+// ended.
+func (d *startedDaemon) failure(exitErr error) error {
+	var out []byte
+	if f, err := os.Open(d.log); err == nil {
+		out, _ = io.ReadAll(io.NewSectionReader(f, d.offset, 64<<10))
+		f.Close()
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if last := strings.TrimPrefix(lines[len(lines)-1], "warden: "); last != "" {
+		return fmt.Errorf("the warden daemon did not start: %s", last)
+	}
+	return fmt.Errorf("the warden daemon did not start (%v); see %s", exitErr, d.log)
+}
+
 // startDaemon launches `warden daemon` in a session of its own, detached
 // from the caller's terminal. A second one started by a racing client
 // finds the lock taken and exits.
-func (c *Client) startDaemon() error {
+func (c *Client) startDaemon() (*startedDaemon, error) {
 	if err := CheckRoot(c.Root); err != nil {
-		return err
+		return nil, err
 	}
 	if !filepath.IsAbs(c.Root) {
-		return fmt.Errorf("state root %q must be an absolute path", c.Root)
+		return nil, fmt.Errorf("state root %q must be an absolute path", c.Root)
 	}
 	if err := checkTraversable(c.Root); err != nil {
-		return err
+		return nil, err
 	}
 	if err := makeStateDir(c.Root); err != nil {
-		return err
+		return nil, err
 	}
-	logFile, err := os.OpenFile(filepath.Join(c.Root, "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	d := &startedDaemon{log: filepath.Join(c.Root, "daemon.log")}
+	logFile, err := os.OpenFile(d.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logFile.Close()
+	if d.offset, err = logFile.Seek(0, io.SeekEnd); err != nil {
+		return nil, err
+	}
 	bin := c.Binary
 	if bin == "" {
 		if bin, err = os.Executable(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	cmd := exec.Command(bin, "--root", c.Root, "daemon")
@@ -76,10 +117,12 @@ func (c *Client) startDaemon() error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Dir = "/"
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the warden daemon: %w", err)
+		return nil, fmt.Errorf("start the warden daemon: %w", err)
 	}
-	go cmd.Wait() // reap it if it exits early (for example: lost the race)
-	return nil
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }() // reaps it too
+	d.exited = exited
+	return d, nil
 }
 
 // Call sends one request and returns the reply.
