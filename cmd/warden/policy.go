@@ -27,7 +27,7 @@ var policyCommand = &cli.Command{
 
 var policyCheckCommand = &cli.Command{
 	Name:      "check",
-	Usage:     "check policy files and report every error with file, line and key",
+	Usage:     "check policy files and report the first error of each with file, line and key",
 	ArgsUsage: "FILE...",
 	Action: func(cliContext *cli.Context) error {
 		if err := checkArgs(cliContext, 1, -1, "one or more policy files"); err != nil {
