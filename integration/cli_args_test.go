@@ -105,3 +105,15 @@ func TestCLIArgsDaemonConfigError(t *testing.T) {
 		})
 	}
 }
+
+// TestCLIArgsSkillAsPolicy: a SKILL.md given where a policy belongs is
+// named as one, with the command that converts it, and nothing runs.
+func TestCLIArgsSkillAsPolicy(t *testing.T) {
+	dir := tempDir(t)
+	skill := writeFile(t, dir, "SKILL.md", "---\nname: x\npermissions:\n  exec: [sh]\n---\n# X\n")
+	want := "a SKILL.md, not a warden policy (TOML); convert it first: warden policy import " + skill + " -o policy.toml"
+	expectFailure(t, runWarden(t, nil, "policy", "check", skill), want)
+	root := filepath.Join(dir, "root")
+	expectFailure(t, runWarden(t, nil, "--root", root, "do", "-p", skill, "--", "sh", "-c", "true"), want)
+	assertAbsent(t, root)
+}

@@ -28,6 +28,9 @@ func Load(path string) (*Policy, error) {
 // permissions give equal Policies and equal hashes.
 func Parse(filename string, data []byte) (*Policy, error) {
 	root, err := tomlTree(data)
+	if err != nil && isSkillFile(filename, data) {
+		return nil, &Error{File: filename, Msg: fmt.Sprintf("a SKILL.md, not a warden policy (TOML); convert it first: warden policy import %s -o policy.toml", filename)}
+	}
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {

@@ -291,3 +291,24 @@ func TestProxyVarWithoutNetwork(t *testing.T) {
 		t.Fatalf("%v, %+v", err, p)
 	}
 }
+
+// A SKILL.md given where a policy belongs is named as one, with the
+// command that converts it; a policy file is never mistaken for one.
+func TestParseSkillFile(t *testing.T) {
+	const hint = "a SKILL.md, not a warden policy (TOML); convert it first: warden policy import "
+	for _, c := range []struct {
+		file, src string
+		skill     bool
+	}{
+		{"SKILL.md", "---\nname: x\npermissions: {}\n---\n# X\n", true},
+		{"skill.toml", "\ufeff--- \r\nname: x\n---\n", true},
+		{"notes.MD", "# Notes\nsome words\n", true},
+		{"policy.toml", "name = \"t\"\nx = = 1\n", false},
+		{"policy.toml", "# ---\nname = \"t\"\n[fs\n", false},
+	} {
+		_, err := Parse(c.file, []byte(c.src))
+		if got := err != nil && strings.Contains(err.Error(), hint+c.file+" -o policy.toml"); got != c.skill {
+			t.Errorf("%s %q: %v", c.file, c.src, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package policies
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -101,6 +102,13 @@ func frontMatter(data []byte) ([]byte, int, error) {
 		}
 	}
 	return nil, 0, fmt.Errorf("front matter has no closing \"---\" line")
+}
+
+// isSkillFile tells a SKILL.md given where a policy was expected: by its
+// name, or by its first line, the "---" that opens front matter.
+func isSkillFile(filename string, data []byte) bool {
+	first, _, _ := strings.Cut(string(bytes.TrimPrefix(data, []byte("\ufeff"))), "\n")
+	return strings.EqualFold(filepath.Ext(filename), ".md") || strings.TrimRight(first, " \t\r") == "---"
 }
 
 // shiftYAMLLines rewrites "line N" in a yaml error to the file's line.
