@@ -19,7 +19,7 @@ var doCommand = &cli.Command{
 	Flags: append([]cli.Flag{
 		&cli.DurationFlag{Name: "timeout", Usage: "kill the command after `DURATION` (at most the policy's limits.timeout)"},
 		envFlag,
-		&cli.StringFlag{Name: "cwd", Usage: "working `DIR`, relative to the workspace"},
+		cwdFlag,
 	}, sandboxFlags...),
 	Action: func(cliContext *cli.Context) error {
 		if err := checkArgs(cliContext, 1, -1, "a command after --"); err != nil {
