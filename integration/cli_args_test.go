@@ -117,3 +117,22 @@ func TestCLIArgsSkillAsPolicy(t *testing.T) {
 	expectFailure(t, runWarden(t, nil, "--root", root, "do", "-p", skill, "--", "sh", "-c", "true"), want)
 	assertAbsent(t, root)
 }
+
+// TestCLIArgsFlagErrors: a bad flag value names the flag as it is typed,
+// the value and the format wanted, in one line.
+func TestCLIArgsFlagErrors(t *testing.T) {
+	root := filepath.Join(tempDir(t), "root")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "--session", "s", "--timeout", "abc", "--", "true"}, `--timeout "abc": not a duration; use e.g. 30s, 5m; see 'warden exec --help'`},
+		{[]string{"do", "--timeout", "5", "-p", "x", "--", "true"}, `--timeout "5": not a duration; use e.g. 30s, 5m; see 'warden do --help'`},
+		{[]string{"session", "ls", "--bogus"}, "unknown flag --bogus; see 'warden session ls --help'"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			expectFailure(t, runWarden(t, nil, append([]string{"--root", root}, c.args...)...), c.want)
+		})
+	}
+	assertAbsent(t, root)
+}

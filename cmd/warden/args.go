@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -69,7 +71,7 @@ func checkExecInput(cliContext *cli.Context) error {
 			name = os.Args[i]
 		}
 		name = strings.TrimLeft(name, "-")
-		if f := commandFlag(cliContext, name); f != nil {
+		if f := flagNamed(cliContext.Command.Flags, name); f != nil {
 			name = f.Names()[0]
 		}
 		return fmt.Errorf("--%s is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)", name)
@@ -178,7 +180,7 @@ func positional(cliContext *cli.Context) ([]string, error) {
 			continue
 		}
 		written, value, hasValue := strings.Cut(a, "=")
-		f := commandFlag(cliContext, strings.TrimLeft(written, "-"))
+		f := flagNamed(cliContext.Command.Flags, strings.TrimLeft(written, "-"))
 		if f == nil {
 			return nil, fmt.Errorf("unknown flag %s; see 'warden %s --help'", written, commandName(cliContext))
 		}
@@ -193,19 +195,69 @@ func positional(cliContext *cli.Context) ([]string, error) {
 			value = rest[i]
 		}
 		if err := cliContext.Set(f.Names()[0], value); err != nil {
-			return nil, fmt.Errorf("flag %s: %w; see 'warden %s --help'", written, err, commandName(cliContext))
+			return nil, fmt.Errorf("%s; see 'warden %s --help'", badValue(f, written, value, err.Error()), commandName(cliContext))
 		}
 	}
 	return args, nil
 }
 
-// commandFlag is the flag of the running command with the given name or
-// alias, or nil.
-func commandFlag(cliContext *cli.Context, name string) cli.Flag {
-	for _, f := range cliContext.Command.Flags {
+// flagNamed is the flag among flags with the given name or alias, or nil.
+func flagNamed(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
 		if slices.Contains(f.Names(), name) {
 			return f
 		}
 	}
 	return nil
+}
+
+// The flag package's words for a bad command line, which write every flag
+// with one dash and say only "parse error" of a bad value.
+var (
+	badValueRE    = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-(\S+): (.*)$`)
+	unknownFlagRE = regexp.MustCompile(`^flag provided but not defined: -(\S+)$`)
+	noValueRE     = regexp.MustCompile(`^flag needs an argument: -(\S+)$`)
+)
+
+// usageError puts a bad command line in warden's words: the flag as it is
+// written (--timeout, -e), the value, and what would do. help is the
+// command whose --help to point to.
+func usageError(err error, flags []cli.Flag, help string) error {
+	msg := err.Error()
+	if m := badValueRE.FindStringSubmatch(msg); m != nil {
+		value, _ := strconv.Unquote(m[1])
+		msg = badValue(flagNamed(flags, m[2]), dashed(m[2]), value, m[3])
+	} else if m := unknownFlagRE.FindStringSubmatch(msg); m != nil {
+		msg = "unknown flag " + dashed(m[1])
+	} else if m := noValueRE.FindStringSubmatch(msg); m != nil {
+		msg = "flag " + dashed(m[1]) + " needs a value"
+	}
+	return fmt.Errorf("%s; see '%s --help'", msg, help)
+}
+
+// badValue says what is wrong with a value of flag f (written as the caller
+// typed it), with the format wanted where the flag package only says
+// "parse error".
+func badValue(f cli.Flag, written, value, reason string) string {
+	if reason == "parse error" {
+		switch f.(type) {
+		case *cli.DurationFlag:
+			reason = "not a duration; use e.g. 30s, 5m"
+		case *cli.BoolFlag:
+			reason = "use true or false"
+		case *cli.IntFlag:
+			reason = "not a whole number"
+		case *cli.UintFlag:
+			reason = "not a whole number from 0 up"
+		}
+	}
+	return fmt.Sprintf("%s %q: %s", written, value, reason)
+}
+
+// dashed writes a flag's name as it is typed: -e, --env.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }

@@ -16,6 +16,16 @@ import (
 func run(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	app := newApp()
+	// The CLI library writes each command's full name into the command
+	// when it runs; the commands are package variables shared by runs.
+	var reset func([]*cli.Command)
+	reset = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			c.HelpName = ""
+			reset(c.Subcommands)
+		}
+	}
+	reset(app.Commands)
 	var out, errOut bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &errOut
 	err = app.Run(append([]string{"warden", "--root", t.TempDir()}, args...))
@@ -41,7 +51,7 @@ func TestPositional(t *testing.T) {
 		{[]string{"a", "-", "b"}, "[a - b] w= f=false p=[]", ""},
 		{[]string{"a", "-w"}, "", "flag -w needs a value; see 'warden t --help'"},
 		{[]string{"a", "--nope", "x"}, "", "unknown flag --nope; see 'warden t --help'"},
-		{[]string{"a", "-f=maybe"}, "", "flag -f: "},
+		{[]string{"a", "-f=maybe"}, "", `-f "maybe": use true or false; see 'warden t --help'`},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			var got string
@@ -99,5 +109,29 @@ func TestShortFlagsAfterFile(t *testing.T) {
 	}
 	if !strings.Contains(stdout, ws) {
 		t.Fatalf("policy explain -w %s: the workspace is not in\n%s", ws, stdout)
+	}
+}
+
+// A bad command line is named in warden's words: the flag as it is typed,
+// the value and what would do, and the help to read.
+func TestUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "--session", "s", "--timeout", "abc", "--", "true"}, `--timeout "abc": not a duration; use e.g. 30s, 5m; see 'warden exec --help'`},
+		{[]string{"do", "--timeout=5", "-p", "x", "--", "true"}, `--timeout "5": not a duration; use e.g. 30s, 5m; see 'warden do --help'`},
+		{[]string{"pool", "fill", "-p", "x", "-n", "many"}, `-n "many": not a whole number; see 'warden pool fill --help'`},
+		{[]string{"--debug=maybe", "session", "ls"}, `--debug "maybe": use true or false; see 'warden --help'`},
+		{[]string{"session", "rm", "a", "--force=maybe"}, `--force "maybe": use true or false; see 'warden session rm --help'`},
+		{[]string{"session", "ls", "--bogus"}, "unknown flag --bogus; see 'warden session ls --help'"},
+		{[]string{"--frob"}, "unknown flag --frob; see 'warden --help'"},
+		{[]string{"exec", "--session", "s", "--timeout"}, "flag --timeout needs a value; see 'warden exec --help'"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			if _, _, err := run(t, c.args...); err == nil || err.Error() != c.want {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+		})
 	}
 }

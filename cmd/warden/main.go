@@ -89,7 +89,7 @@ func newApp() *cli.App {
 		// Usage errors (unknown flags, missing arguments) are warden's own
 		// failure: one line on stderr, exit 125.
 		OnUsageError: func(cliContext *cli.Context, err error, _ bool) error {
-			return fmt.Errorf("%w; see 'warden --help'", err)
+			return usageError(err, cliContext.App.Flags, "warden")
 		},
 		CommandNotFound: func(cliContext *cli.Context, name string) {
 			fmt.Fprintf(cliContext.App.ErrWriter, "warden: unknown command %q; see 'warden --help'\n", name)
@@ -124,7 +124,7 @@ func oneLineUsageErrors(cmds []*cli.Command) {
 	set = func(cmds []*cli.Command) {
 		for _, c := range cmds {
 			c.OnUsageError = func(cliContext *cli.Context, err error, _ bool) error {
-				return fmt.Errorf("%w; see 'warden %s --help'", err, commandName(cliContext))
+				return usageError(err, cliContext.Command.Flags, "warden "+commandName(cliContext))
 			}
 			for _, f := range c.Flags {
 				notRequired(f)
