@@ -115,6 +115,9 @@ func TestBadInputCreatesNoRoot(t *testing.T) {
 		{"syntax", []string{"do", "--policy", syntax, "--", "true"}, "toml syntax"},
 		{"variable", []string{"do", "--policy", vars, "--", "true"}, "give it with --workspace"},
 		{"timeout", []string{"do", "--policy", vars, "--workspace", ws, "--timeout", "-1s", "--", "true"}, "--timeout"},
+		// a mistyped folder would leave its mount point empty
+		{"skill dir", []string{"do", "--policy", vars, "--workspace", ws, "--skill-dir", filepath.Join(dir, "nope"), "--", "true"}, "--skill-dir"},
+		{"data dir", []string{"do", "--policy", vars, "--workspace", ws, "--data-dir", filepath.Join(dir, "nope"), "--", "true"}, "--data-dir"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := filepath.Join(dir, "root-"+c.name)

@@ -128,10 +128,13 @@ func loadSandboxPolicy(cliContext *cli.Context, files []string) (*policies.Polic
 		}
 		*f.dst = abs
 	}
-	if vars.WorkDir != "" {
-		fi, err := os.Stat(vars.WorkDir)
-		if err != nil || !fi.IsDir() {
-			return nil, policies.Vars{}, fmt.Errorf("--workspace %s: not a directory; create it first", vars.WorkDir)
+	// A mistyped folder would leave its mount point empty, not fail.
+	for _, f := range []struct{ flag, dir string }{{"workspace", vars.WorkDir}, {"skill-dir", vars.SkillDir}, {"data-dir", vars.DataDir}} {
+		if f.dir == "" {
+			continue
+		}
+		if fi, err := os.Stat(f.dir); err != nil || !fi.IsDir() {
+			return nil, policies.Vars{}, fmt.Errorf("--%s %s: not a directory; create it first", f.flag, f.dir)
 		}
 	}
 	vars.Home, _ = os.UserHomeDir()
