@@ -271,3 +271,24 @@ func TestExecTimeoutBounds(t *testing.T) {
 	}
 	expectOK(t, r.exec(id, []string{"--timeout", "10s"}, "true"))
 }
+
+// TestListMakesNoRoot: listing the sessions of a root that does not exist
+// (a mistyped --root) shows none and leaves neither the root nor a daemon
+// behind; on a live root it lists its sessions.
+func TestListMakesNoRoot(t *testing.T) {
+	root := filepath.Join(tempDir(t), "typo")
+	for _, format := range []string{"table", "json"} {
+		res := runWarden(t, nil, "--root", root, "session", "ls", "--format", format)
+		if res.Exit != 0 || (format == "json" && strings.TrimSpace(res.Stdout) != "[]") {
+			t.Errorf("session ls --format %s on a missing root: exit %d, stdout %q, stderr %q", format, res.Exit, res.Stdout, res.Stderr)
+		}
+	}
+	if _, err := os.Lstat(root); !os.IsNotExist(err) {
+		t.Errorf("session ls made the root %s", root)
+	}
+	r := newRoot(t)
+	id := r.create("listed", r.policy(sessionPolicy), tempDir(t))
+	if res := r.warden("session", "ls"); res.Exit != 0 || !strings.Contains(res.Stdout, id) {
+		t.Errorf("session ls on a live root: exit %d, stdout %q", res.Exit, res.Stdout)
+	}
+}

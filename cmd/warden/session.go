@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
@@ -63,6 +65,11 @@ func createRequest(cliContext *cli.Context) (*runtime.CreateRequest, error) {
 	return &runtime.CreateRequest{PolicyTOML: string(text), Vars: vars}, nil
 }
 
+func statErr(path string) error {
+	_, err := os.Stat(path)
+	return err
+}
+
 func client(cliContext *cli.Context) *runtime.Client {
 	root, _ := filepath.Abs(cliContext.String("root"))
 	return &runtime.Client{Root: root}
@@ -81,9 +88,13 @@ var sessionListCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		r, err := client(cliContext).Call(runtime.Request{Op: "list"})
-		if err != nil {
-			return err
+		// No state root, no sessions: listing makes neither a root nor a
+		// daemon (a mistyped --root would otherwise leave both behind).
+		var r runtime.Reply
+		if c := client(cliContext); !errors.Is(statErr(c.Root), fs.ErrNotExist) {
+			if r, err = c.Call(runtime.Request{Op: "list"}); err != nil {
+				return err
+			}
 		}
 		w := cliContext.App.Writer
 		if format == "json" {
