@@ -109,6 +109,22 @@ func loadSandboxPolicy(cliContext *cli.Context, files []string) (*policies.Polic
 	if len(files) > 1 && !cliContext.IsSet("skill-dir") && strings.Contains(policyText(p), "$SKILL_DIR") {
 		return nil, policies.Vars{}, fmt.Errorf("several policies share one $SKILL_DIR: pass --skill-dir")
 	}
+	if err := folderFlags(cliContext, &vars); err != nil {
+		return nil, policies.Vars{}, err
+	}
+	if vars.WorkDir != "" {
+		fi, err := os.Stat(vars.WorkDir)
+		if err != nil || !fi.IsDir() {
+			return nil, policies.Vars{}, fmt.Errorf("--workspace %s: not a directory; create it first", vars.WorkDir)
+		}
+	}
+	vars.Home, _ = os.UserHomeDir()
+	return p, vars, nil
+}
+
+// folderFlags sets the folders given by --workspace, --skill-dir and
+// --data-dir, and makes every folder in vars absolute.
+func folderFlags(cliContext *cli.Context, vars *policies.Vars) error {
 	for _, f := range []struct {
 		flag string
 		dst  *string
@@ -121,21 +137,14 @@ func loadSandboxPolicy(cliContext *cli.Context, files []string) (*policies.Polic
 		}
 		abs, err := filepath.Abs(*f.dst)
 		if err != nil {
-			return nil, policies.Vars{}, fmt.Errorf("--%s: %w", f.flag, err)
+			return fmt.Errorf("--%s: %w", f.flag, err)
 		}
 		if !utf8.ValidString(abs) {
-			return nil, policies.Vars{}, fmt.Errorf("--%s is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)", f.flag)
+			return fmt.Errorf("--%s is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)", f.flag)
 		}
 		*f.dst = abs
 	}
-	if vars.WorkDir != "" {
-		fi, err := os.Stat(vars.WorkDir)
-		if err != nil || !fi.IsDir() {
-			return nil, policies.Vars{}, fmt.Errorf("--workspace %s: not a directory; create it first", vars.WorkDir)
-		}
-	}
-	vars.Home, _ = os.UserHomeDir()
-	return p, vars, nil
+	return nil
 }
 
 func policyText(p *policies.Policy) string {

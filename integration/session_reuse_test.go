@@ -1,0 +1,95 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// oneLine checks a refusal: exit 125, one line on stderr naming each of want.
+func oneLine(t *testing.T, what string, res sandboxResult, want ...string) {
+	t.Helper()
+	if res.Exit != 125 || strings.Count(res.Stderr, "\n") != 1 {
+		t.Errorf("%s: exit %d, stderr %q; want 125 and one line", what, res.Exit, res.Stderr)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(res.Stderr, w) {
+			t.Errorf("%s: stderr %q does not say %q", what, res.Stderr, w)
+		}
+	}
+}
+
+// TestSessionGetOrCreateDiffers: exec with --policy (get-or-create) on an
+// existing session runs only when the session has that policy and those
+// folders. Another policy or workspace is refused in one line and nothing
+// runs; the session stays as it was.
+func TestSessionGetOrCreateDiffers(t *testing.T) {
+	r := newRoot(t)
+	p := r.policy(sessionPolicy)
+	ws, otherWS := tempDir(t), tempDir(t)
+	id := r.create("reuse", p, ws)
+	// The same content in another file of the same skill folder is the
+	// same policy.
+	same := filepath.Join(filepath.Dir(p), "same.toml")
+	data, _ := os.ReadFile(p)
+	if err := os.WriteFile(same, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	narrower := r.policy(`name = "narrower"
+[fs]
+read = ["$WORK_DIR"]
+[exec]
+allow = ["touch"]
+`)
+	for i, flags := range [][]string{
+		{"--policy", p, "--workspace", ws},
+		{"--policy", same, "--workspace", ws},
+		{"--workspace", ws},
+	} {
+		marker := "same" + string(rune('a'+i))
+		if res := r.exec(id, flags, "touch", "/workspace/"+marker); res.Exit != 0 {
+			t.Errorf("exec %v on its own session: exit %d, stderr %q", flags, res.Exit, res.Stderr)
+		}
+		if _, err := os.Stat(filepath.Join(ws, marker)); err != nil {
+			t.Errorf("exec %v: the command did not run: %v", flags, err)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		flags []string
+		want  []string
+	}{
+		{"another policy", []string{"--policy", narrower, "--workspace", ws},
+			[]string{"session " + id + " exists with policy session-test (sha256:", "asks for policy narrower (sha256:", "leave out --policy"}},
+		{"another workspace", []string{"--policy", p, "--workspace", otherWS},
+			[]string{"exists with workspace " + ws, "asks for workspace " + otherWS, "--policy and --workspace"}},
+		{"no workspace", []string{"--policy", p},
+			[]string{"exists with workspace " + ws, "asks for no workspace"}},
+		{"another workspace alone", []string{"--workspace", otherWS},
+			[]string{"asks for workspace " + otherWS, "leave out --workspace"}},
+		{"both", []string{"-p", narrower, "-w", otherWS},
+			[]string{"policy session-test", "and workspace " + ws, "asks for policy narrower", "and workspace " + otherWS}},
+	} {
+		res := r.exec(id, c.flags, "touch", "/workspace/refused", "/tmp/refused")
+		oneLine(t, c.name, res, append(c.want, "use another --session id")...)
+		for _, dir := range []string{ws, otherWS} {
+			if _, err := os.Stat(filepath.Join(dir, "refused")); err == nil {
+				t.Errorf("%s: the command ran (%s/refused exists)", c.name, dir)
+			}
+		}
+	}
+	if out := r.sh(id, "ls /tmp"); out != "" {
+		t.Errorf("a refused command ran in the session: /tmp holds %q", out)
+	}
+	// session create on an existing id is refused whatever it asks for.
+	for _, flags := range [][]string{{"--policy", p, "--workspace", ws}, {"--policy", narrower, "--workspace", otherWS}} {
+		if res := r.warden(append([]string{"session", "create", "--id", id}, flags...)...); res.Exit != 125 || !strings.Contains(res.Stderr, "already exists") {
+			t.Errorf("session create --id %s %v again: exit %d, stderr %q", id, flags, res.Exit, res.Stderr)
+		}
+	}
+	if s := r.list(); len(s) != 1 || s[0].Policy != "session-test" || s[0].Workspace != ws {
+		t.Errorf("sessions after the refusals: %+v", s)
+	}
+}
