@@ -3,8 +3,11 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // oneLine checks a refusal: exit 125, one line on stderr naming each of want.
@@ -91,5 +94,71 @@ allow = ["touch"]
 	}
 	if s := r.list(); len(s) != 1 || s[0].Policy != "session-test" || s[0].Workspace != ws {
 		t.Errorf("sessions after the refusals: %+v", s)
+	}
+}
+
+// TestSessionDeadSandbox: a session whose agent was killed from the host
+// says so on exec (and how to get rid of it), gc removes it and nothing of
+// its sandbox is left, its workspace keeps every file, another session
+// stays, and the id can be used again.
+func TestSessionDeadSandbox(t *testing.T) {
+	r := newRoot(t)
+	p := r.policy(sessionPolicy)
+	ws := tempDir(t)
+	id := r.create("dead", p, ws)
+	alive := r.create("alive", p, tempDir(t))
+	r.sh(id, "echo kept > /workspace/kept.txt")
+	agent := r.agentPid(id)
+	if !slices.Contains(cgroupProcesses(id), agent) {
+		t.Fatalf("pid %d is not in session %s's cgroup (%v)", agent, id, cgroupProcesses(id))
+	}
+	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s := r.list(); slices.ContainsFunc(s, func(s sessionInfo) bool { return s.ID == id && s.State == "stopped" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s is not listed as stopped 10 s after its agent was killed: %+v", id, r.list())
+		}
+	}
+	res := r.exec(id, nil, "true")
+	oneLine(t, "exec in the dead session", res, "session "+id+": its sandbox has stopped", "warden session rm "+id)
+	if strings.Contains(res.Stderr, "agent.sock") {
+		t.Errorf("exec in the dead session: stderr %q names the agent's socket", res.Stderr)
+	}
+	gc := r.warden("gc")
+	if gc.Exit != 0 || !strings.Contains(gc.Stdout, "removed session "+id+"\n") {
+		t.Fatalf("gc: exit %d, stdout %q, stderr %q; want the dead session removed", gc.Exit, gc.Stdout, gc.Stderr)
+	}
+	if strings.Contains(gc.Stdout, alive) {
+		t.Errorf("gc removed the live session %s: %q", alive, gc.Stdout)
+	}
+	for _, s := range r.list() {
+		if s.ID == id {
+			t.Errorf("session %s still listed after gc: %+v", id, s)
+		}
+	}
+	r.expectAlive(alive)
+	for _, d := range []string{"sessions", "containers"} {
+		if _, err := os.Lstat(filepath.Join(r.root, d, id)); err == nil {
+			t.Errorf("%s/%s left after gc", d, id)
+		}
+	}
+	if dirs, _ := filepath.Glob("/sys/fs/cgroup/*/warden/*/" + id); len(dirs) > 0 {
+		t.Errorf("cgroups of %s left after gc: %v", id, dirs)
+	}
+	if data, err := os.ReadFile(filepath.Join(ws, "kept.txt")); string(data) != "kept\n" {
+		t.Errorf("the workspace's file after gc: %q, %v", data, err)
+	}
+	if res := r.warden("gc"); res.Exit != 0 || strings.TrimSpace(res.Stdout) != "nothing to remove" {
+		t.Errorf("a second gc: exit %d, stdout %q", res.Exit, res.Stdout)
+	}
+	if res := r.warden("session", "create", "--policy", p, "--workspace", ws, "--id", id); res.Exit != 0 {
+		t.Fatalf("session create %s again: exit %d, stderr %q", id, res.Exit, res.Stderr)
+	}
+	if out := r.sh(id, "cat /workspace/kept.txt"); out != "kept\n" {
+		t.Errorf("the new session reads %q", out)
 	}
 }

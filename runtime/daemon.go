@@ -542,14 +542,27 @@ func (d *Daemon) remove(id string, force bool) error {
 	return err
 }
 
-// gc removes what no live session owns.
+// gc removes what no live session owns. A session whose sandbox has
+// stopped (its agent died) runs nothing any more: it is removed too, its
+// workspace left as it is.
 func (d *Daemon) gc() ([]string, error) {
 	d.mu.Lock()
 	live := map[string]bool{}
+	var dead []*daemonSession
 	for id, s := range d.sessions {
+		if s.stopped() {
+			dead = append(dead, s)
+			delete(d.sessions, id)
+			continue
+		}
 		live[id], live[s.containerID()] = true, true
 	}
 	d.mu.Unlock()
+	for _, s := range dead {
+		s.stopEgress()
+		d.audit.write(AuditRecord{Event: "session.reap", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+			Error: "its sandbox had stopped"})
+	}
 	d.pools.live(live)
 	removed, poolErr := d.pools.gc(live)
 	more, err := d.rt.GC(live)

@@ -698,6 +698,16 @@ func utf8Env(env []string) []string {
 	return out
 }
 
+// ErrSandboxStopped is returned for a session whose sandbox is gone.
+var ErrSandboxStopped = errors.New("its sandbox has stopped (its agent died)")
+
+// stopped reports whether the session's sandbox is gone: its agent died,
+// or its container was removed behind warden's back.
+func (s *Session) stopped() bool {
+	st, err := s.container.Status()
+	return err != nil || st == libcontainer.Stopped
+}
+
 // ErrTimeoutTooLong is returned for a timeout above the policy's.
 var ErrTimeoutTooLong = errors.New("timeout exceeds the policy's limits.timeout")
 
@@ -735,6 +745,9 @@ func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	s.touch()
 	conn, err := dialPacket(s.socketPath())
 	if err != nil {
+		if s.stopped() {
+			return ExecResult{}, fmt.Errorf("session %s: %w; remove it with `warden session rm %s` (or `warden gc`) and create it again", s.ID, ErrSandboxStopped, s.ID)
+		}
 		return ExecResult{}, fmt.Errorf("session %s: agent unreachable: %w", s.ID, err)
 	}
 	defer conn.Close()
