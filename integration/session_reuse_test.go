@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -160,5 +161,71 @@ func TestSessionDeadSandbox(t *testing.T) {
 	}
 	if out := r.sh(id, "cat /workspace/kept.txt"); out != "kept\n" {
 		t.Errorf("the new session reads %q", out)
+	}
+}
+
+// TestSessionDoAudit: `do` writes its command's exec line to the audit log
+// (session do-…, argv, exit), as a session's exec does; the log stays one
+// JSON object per line with a session's lines beside it.
+func TestSessionDoAudit(t *testing.T) {
+	r := newRoot(t)
+	p := r.policy(sessionPolicy)
+	ws := tempDir(t)
+	id := r.create("audit-beside-do", p, ws)
+	if res := r.warden("do", "--policy", p, "--workspace", ws, "--", "sh", "-c", "exit 4"); res.Exit != 4 {
+		t.Fatalf("do: exit %d, stderr %q", res.Exit, res.Stderr)
+	}
+	r.exec(id, nil, "cat", "/dev/null")
+	if res := r.warden("do", "--policy", p, "--workspace", ws, "--", "python3", "-c", "1"); res.Exit != 127 {
+		t.Errorf("do with a program outside exec.allow: exit %d", res.Exit)
+	}
+	res := r.warden("logs")
+	if res.Exit != 0 {
+		t.Fatalf("logs: exit %d: %s", res.Exit, res.Stderr)
+	}
+	type record struct {
+		Event      string    `json:"event"`
+		Session    string    `json:"session"`
+		Policy     string    `json:"policy"`
+		PolicyHash string    `json:"policyHash"`
+		Argv       []string  `json:"argv"`
+		Cwd        string    `json:"cwd"`
+		Exit       *int      `json:"exit"`
+		Time       time.Time `json:"time"`
+	}
+	var do []record
+	sessionLines := 0
+	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		var rec record
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", line, err)
+		}
+		switch {
+		case rec.Event == "exec" && strings.HasPrefix(rec.Session, "do-"):
+			do = append(do, rec)
+		case rec.Event == "exec" && rec.Session == id:
+			sessionLines++
+		}
+	}
+	if len(do) != 2 || sessionLines != 1 {
+		t.Fatalf("%d exec lines of do and %d of the session, want 2 and 1:\n%s", len(do), sessionLines, res.Stdout)
+	}
+	for i, want := range []struct {
+		argv string
+		exit int
+	}{{"sh -c exit 4", 4}, {"python3 -c 1", 127}} {
+		rec := do[i]
+		if strings.Join(rec.Argv, " ") != want.argv || rec.Exit == nil || *rec.Exit != want.exit {
+			t.Errorf("do line %d: %+v, want argv %q exit %d", i, rec, want.argv, want.exit)
+		}
+		if rec.Policy != "session-test" || !strings.HasPrefix(rec.PolicyHash, "sha256:") || rec.Cwd != "/workspace" || rec.Time.IsZero() {
+			t.Errorf("do line %d: policy %q hash %q cwd %q time %v", i, rec.Policy, rec.PolicyHash, rec.Cwd, rec.Time)
+		}
+	}
+	if do[0].Session == do[1].Session {
+		t.Errorf("two do runs share the session %s", do[0].Session)
+	}
+	if res := r.warden("logs", "--session", do[0].Session); res.Exit != 0 || !strings.Contains(res.Stdout, `"argv":["sh","-c","exit 4"]`) {
+		t.Errorf("logs --session %s: exit %d, stdout %q", do[0].Session, res.Exit, res.Stdout)
 	}
 }

@@ -485,17 +485,10 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 	d.mu.Lock()
 	s.running--
 	d.mu.Unlock()
-	rec := AuditRecord{Event: "exec", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
-		Argv: e.Argv, Cwd: s.cwd(e.Cwd), DurationMs: float64(res.Duration.Microseconds()) / 1000}
 	if err != nil {
-		rec.Error = err.Error()
-		d.audit.write(rec)
 		fail(err)
 		return
 	}
-	code := res.ExitCode
-	rec.Exit, rec.Signal, rec.OOM, rec.TimedOut, rec.Error = &code, res.Signal, res.OOM, res.TimedOut, res.Error
-	d.audit.write(rec)
 	send(conn, Reply{Result: &res})
 }
 

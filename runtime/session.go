@@ -711,8 +711,24 @@ func (s *Session) stopped() bool {
 // ErrTimeoutTooLong is returned for a timeout above the policy's.
 var ErrTimeoutTooLong = errors.New("timeout exceeds the policy's limits.timeout")
 
-// Exec runs one command in the session and waits for it.
+// Exec runs one command in the session, waits for it and writes its
+// audit line: to the daemon's log, or for a runtime without a daemon
+// (warden do, the Go API) to the root's, one append per line either way.
 func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
+	res, err := s.exec(ctx, o)
+	rec := AuditRecord{Event: "exec", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+		Argv: o.Argv, Cwd: s.cwd(o.Cwd), DurationMs: float64(res.Duration.Microseconds()) / 1000}
+	if err != nil {
+		rec.Error = err.Error()
+	} else {
+		code := res.ExitCode
+		rec.Exit, rec.Signal, rec.OOM, rec.TimedOut, rec.Error = &code, res.Signal, res.OOM, res.TimedOut, res.Error
+	}
+	s.rt.auditSink().write(rec)
+	return res, err
+}
+
+func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	start := time.Now()
 	if len(o.Argv) == 0 {
 		return ExecResult{}, errors.New("no command given")
