@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -310,12 +312,15 @@ func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSe
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s, ok := d.sessions[id]; ok {
-		if existingOK {
-			return s, nil
+		if !existingOK {
+			return nil, fmt.Errorf("%w: %s; pick another id or remove it with `warden session rm %s`", ErrSessionExists, id, id)
 		}
-		return nil, fmt.Errorf("%w: %s; pick another id or remove it with `warden session rm %s`", ErrSessionExists, id, id)
+		if err := s.checkSame(c); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
-	if c == nil {
+	if c == nil || c.PolicyTOML == "" {
 		return nil, fmt.Errorf("%w: %s; create it with `warden session create --id %s --policy FILE`, or pass --policy to exec", ErrNoSession, id, id)
 	}
 	p, err := policies.Parse(id+" policy", []byte(c.PolicyTOML))
@@ -333,6 +338,75 @@ func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSe
 	d.sessions[id] = ds
 	d.audit.write(AuditRecord{Event: "session.create", Session: id, Policy: s.PolicyName, PolicyHash: s.PolicyHash})
 	return ds, nil
+}
+
+// checkSame refuses a get-or-create request whose create part describes
+// another sandbox than the session's: running the command in the session
+// as it is would run it under a policy or in folders the caller did not
+// ask for. Without a policy the request names only the folders given on
+// the command line, and only those are compared.
+func (s *Session) checkSame(c *CreateRequest) error {
+	if c == nil {
+		return nil
+	}
+	var have, want, flags []string
+	if c.PolicyTOML != "" {
+		p, err := policies.Parse(s.ID+" policy", []byte(c.PolicyTOML))
+		if err != nil {
+			return err
+		}
+		flags = append(flags, "--policy")
+		if h := p.Hash(); h != s.PolicyHash {
+			have = append(have, fmt.Sprintf("policy %s (%s)", s.PolicyName, shortHash(s.PolicyHash)))
+			want = append(want, fmt.Sprintf("policy %s (%s)", p.Name, shortHash(h)))
+		}
+	}
+	for _, v := range []struct{ name, variable, flag, have, want string }{
+		{"workspace", "$WORK_DIR", "--workspace", s.Vars.WorkDir, c.Vars.WorkDir},
+		{"skill folder", "$SKILL_DIR", "--skill-dir", s.Vars.SkillDir, c.Vars.SkillDir},
+		{"data folder", "$DATA_DIR", "--data-dir", s.Vars.DataDir, c.Vars.DataDir},
+		{"home", "$HOME", "", s.Vars.Home, c.Vars.Home},
+	} {
+		given := c.PolicyTOML != "" || v.want != ""
+		// The workspace is the commands' working folder whatever the
+		// policy says; the other folders shape the sandbox only where
+		// the policy uses them.
+		used := v.name == "workspace" || strings.Contains(s.PolicyTOML, v.variable)
+		if v.have == v.want || !given || !used {
+			continue
+		}
+		have, want = append(have, folderText(v.name, v.have)), append(want, folderText(v.name, v.want))
+		if v.flag != "" && !slices.Contains(flags, v.flag) {
+			flags = append(flags, v.flag)
+		}
+	}
+	if len(have) == 0 {
+		return nil
+	}
+	return fmt.Errorf("session %s exists with %s; this call asks for %s: use another --session id, or leave out %s to use the session as it is",
+		s.ID, strings.Join(have, " and "), strings.Join(want, " and "), joinAnd(flags))
+}
+
+func folderText(name, path string) string {
+	if path == "" {
+		return "no " + name
+	}
+	return name + " " + path
+}
+
+func shortHash(h string) string {
+	if len(h) > len("sha256:")+12 {
+		return h[:len("sha256:")+12]
+	}
+	return h
+}
+
+// joinAnd joins a list the way a sentence does: "a", "a and b", "a, b and c".
+func joinAnd(l []string) string {
+	if len(l) < 2 {
+		return strings.Join(l, "")
+	}
+	return strings.Join(l[:len(l)-1], ", ") + " and " + l[len(l)-1]
 }
 
 // checkVars refuses session folders a request names wrongly: each given
@@ -411,17 +485,10 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 	d.mu.Lock()
 	s.running--
 	d.mu.Unlock()
-	rec := AuditRecord{Event: "exec", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
-		Argv: e.Argv, Cwd: s.cwd(e.Cwd), DurationMs: float64(res.Duration.Microseconds()) / 1000}
 	if err != nil {
-		rec.Error = err.Error()
-		d.audit.write(rec)
 		fail(err)
 		return
 	}
-	code := res.ExitCode
-	rec.Exit, rec.Signal, rec.OOM, rec.TimedOut, rec.Error = &code, res.Signal, res.OOM, res.TimedOut, res.Error
-	d.audit.write(rec)
 	send(conn, Reply{Result: &res})
 }
 
@@ -468,14 +535,27 @@ func (d *Daemon) remove(id string, force bool) error {
 	return err
 }
 
-// gc removes what no live session owns.
+// gc removes what no live session owns. A session whose sandbox has
+// stopped (its agent died) runs nothing any more: it is removed too, its
+// workspace left as it is.
 func (d *Daemon) gc() ([]string, error) {
 	d.mu.Lock()
 	live := map[string]bool{}
+	var dead []*daemonSession
 	for id, s := range d.sessions {
+		if s.stopped() {
+			dead = append(dead, s)
+			delete(d.sessions, id)
+			continue
+		}
 		live[id], live[s.containerID()] = true, true
 	}
 	d.mu.Unlock()
+	for _, s := range dead {
+		s.stopEgress()
+		d.audit.write(AuditRecord{Event: "session.reap", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+			Error: "its sandbox had stopped"})
+	}
 	d.pools.live(live)
 	removed, poolErr := d.pools.gc(live)
 	more, err := d.rt.GC(live)

@@ -57,6 +57,24 @@ type pool struct {
 	hits       int
 	misses     int
 	err        string
+	// A sandbox that cannot start is retried less and less often:
+	// failures in a row, the time of the next try, and how many starts
+	// ended (for a fill waiting on its first).
+	failures int
+	retryAt  time.Time
+	attempts int
+}
+
+// maxRetryDelay bounds the wait between the failed starts of a pool.
+const maxRetryDelay = 5 * time.Minute
+
+// retryDelay is the wait after the n-th failed start in a row: 1 s, then
+// doubling up to maxRetryDelay.
+func retryDelay(n int) time.Duration {
+	if n > 9 {
+		return maxRetryDelay
+	}
+	return min(time.Second<<(n-1), maxRetryDelay)
 }
 
 // pools is the daemon's set of warm pools. Its lock is never held while a
@@ -122,6 +140,7 @@ func (ps *pools) set(req PoolRequest) error {
 		retired, pl.ready = pl.ready, nil
 	}
 	pl.PoolRequest, pl.policy, pl.policyText, pl.key, pl.err = req, p, text, key, ""
+	pl.failures, pl.retryAt = 0, time.Time{} // a fill tries at once
 	for len(pl.ready) > req.Size {
 		retired = append(retired, pl.ready[len(pl.ready)-1])
 		pl.ready = pl.ready[:len(pl.ready)-1]
@@ -154,6 +173,41 @@ func loadPoolPolicy(files []string) (*policies.Policy, []byte, error) {
 	}
 	p, err := policies.Merge(all...)
 	return p, text, err
+}
+
+func (ps *pools) has(name string) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.byName[name] != nil
+}
+
+func (ps *pools) attempts(name string) int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if pl := ps.byName[name]; pl != nil {
+		return pl.attempts
+	}
+	return 0
+}
+
+// firstStart waits, for a fill that left its pool with nothing ready, for
+// the next start to end, and returns its error: a sandbox that cannot
+// start fails the fill instead of a pool retrying in the background.
+func (ps *pools) firstStart(name string, attempts int) error {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		ps.mu.Lock()
+		pl := ps.byName[name]
+		if pl == nil || pl.Size == 0 || len(pl.ready) > 0 {
+			ps.mu.Unlock()
+			return nil
+		}
+		ended, err := pl.attempts > attempts, pl.err
+		ps.mu.Unlock()
+		if ended && err != "" {
+			return fmt.Errorf("pool %s: the first sandbox did not start: %s", name, err)
+		}
+	}
+	return nil // still starting: the pool goes on, as pool status shows
 }
 
 // drain removes a pool (every pool when name is empty) and its ready
@@ -278,6 +332,10 @@ func (ps *pools) status(claimed map[string]int) []PoolInfo {
 		pl := ps.byName[name]
 		info := PoolInfo{Files: pl.Files, Key: pl.key, Size: pl.Size, Ready: len(pl.ready), Claimed: claimed[pl.key],
 			Refilling: pl.refilling, Hits: pl.hits, Misses: pl.misses, Error: pl.err}
+		if pl.failures > 0 && pl.err != "" {
+			info.Error = fmt.Sprintf("%s (%d failed starts in a row; next try in %s)", pl.err, pl.failures,
+				max(time.Until(pl.retryAt), 0).Round(time.Second))
+		}
 		if pl.policy != nil {
 			info.Policy, info.PolicyHash = pl.policy.Name, pl.policy.Hash()
 		}
@@ -346,6 +404,7 @@ func (ps *pools) refresh() {
 		if ps.byName[c.pl.name] == c.pl {
 			retired, c.pl.ready = c.pl.ready, nil
 			c.pl.policy, c.pl.policyText, c.pl.key, c.pl.err = p, text, key, ""
+			c.pl.failures, c.pl.retryAt = 0, time.Time{}
 			if err != nil {
 				c.pl.policy, c.pl.err = nil, err.Error()
 			}
@@ -364,7 +423,7 @@ func (ps *pools) refill(ctx context.Context) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for _, pl := range ps.byName {
-		if pl.policy == nil || pl.refilling > 0 || len(pl.ready) >= pl.Size {
+		if pl.policy == nil || pl.refilling > 0 || len(pl.ready) >= pl.Size || time.Now().Before(pl.retryAt) {
 			continue
 		}
 		pl.refilling++
@@ -383,8 +442,11 @@ func (ps *pools) startOne(ctx context.Context, pl *pool, id string) {
 		ps.mu.Lock()
 		delete(ps.starting, id)
 		current := ps.byName[pl.name] == pl && pl.policy != nil
+		pl.attempts++
 		switch {
 		case err != nil:
+			pl.failures++
+			pl.retryAt = time.Now().Add(retryDelay(pl.failures))
 			pl.err = err.Error()
 		case !current || pc.Key != key || pc.Key != pl.key || len(pl.ready) >= pl.Size:
 			ps.mu.Unlock()
@@ -393,14 +455,15 @@ func (ps *pools) startOne(ctx context.Context, pl *pool, id string) {
 			ps.mu.Lock()
 		default:
 			pl.ready = append(pl.ready, pc)
-			pl.err = ""
+			pl.err, pl.failures, pl.retryAt = "", 0, time.Time{}
 		}
 		more := err == nil && current && ps.byName[pl.name] == pl && len(pl.ready) < pl.Size && ctx.Err() == nil
 		if !more {
 			pl.refilling--
+			failures, delay := pl.failures, time.Until(pl.retryAt).Round(time.Second)
 			ps.mu.Unlock()
 			if err != nil {
-				logrus.Warnf("pool %s: %v", pl.name, err)
+				logrus.Warnf("pool %s: start %d failed in a row, next try in %s: %v", pl.name, failures, delay, err)
 			}
 			return
 		}
@@ -541,7 +604,15 @@ func (d *Daemon) poolOp(op string, req *PoolRequest) ([]PoolInfo, error) {
 		if req == nil {
 			return nil, errors.New("pool.fill: no pool given")
 		}
+		existed := d.pools.has(poolName(req.Files))
+		attempts := d.pools.attempts(poolName(req.Files))
 		if err := d.pools.set(*req); err != nil {
+			return nil, err
+		}
+		if err := d.pools.firstStart(poolName(req.Files), attempts); err != nil {
+			if !existed {
+				d.pools.drain(poolName(req.Files))
+			}
 			return nil, err
 		}
 		d.audit.write(AuditRecord{Event: "pool.fill", Policy: poolName(req.Files)})

@@ -698,11 +698,37 @@ func utf8Env(env []string) []string {
 	return out
 }
 
+// ErrSandboxStopped is returned for a session whose sandbox is gone.
+var ErrSandboxStopped = errors.New("its sandbox has stopped (its agent died)")
+
+// stopped reports whether the session's sandbox is gone: its agent died,
+// or its container was removed behind warden's back.
+func (s *Session) stopped() bool {
+	st, err := s.container.Status()
+	return err != nil || st == libcontainer.Stopped
+}
+
 // ErrTimeoutTooLong is returned for a timeout above the policy's.
 var ErrTimeoutTooLong = errors.New("timeout exceeds the policy's limits.timeout")
 
-// Exec runs one command in the session and waits for it.
+// Exec runs one command in the session, waits for it and writes its
+// audit line: to the daemon's log, or for a runtime without a daemon
+// (warden do, the Go API) to the root's, one append per line either way.
 func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
+	res, err := s.exec(ctx, o)
+	rec := AuditRecord{Event: "exec", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+		Argv: o.Argv, Cwd: s.cwd(o.Cwd), DurationMs: float64(res.Duration.Microseconds()) / 1000}
+	if err != nil {
+		rec.Error = err.Error()
+	} else {
+		code := res.ExitCode
+		rec.Exit, rec.Signal, rec.OOM, rec.TimedOut, rec.Error = &code, res.Signal, res.OOM, res.TimedOut, res.Error
+	}
+	s.rt.auditSink().write(rec)
+	return res, err
+}
+
+func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	start := time.Now()
 	if len(o.Argv) == 0 {
 		return ExecResult{}, errors.New("no command given")
@@ -735,6 +761,9 @@ func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	s.touch()
 	conn, err := dialPacket(s.socketPath())
 	if err != nil {
+		if s.stopped() {
+			return ExecResult{}, fmt.Errorf("session %s: %w; remove it with `warden session rm %s` (or `warden gc`) and create it again", s.ID, ErrSandboxStopped, s.ID)
+		}
 		return ExecResult{}, fmt.Errorf("session %s: agent unreachable: %w", s.ID, err)
 	}
 	defer conn.Close()

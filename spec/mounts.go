@@ -113,11 +113,31 @@ func (g *generator) execAllowList() error {
 			continue
 		}
 		seen[at] = true
+		if err := ownFilesystem(name, at); err != nil {
+			return err
+		}
 		if !g.underBind(at) {
 			g.addRootfs(Entry{Path: at, Kind: File})
 		}
 		g.mount(specs.Mount{Destination: at, Type: "bind", Source: g.o.Host.path(file), Options: []string{"bind", "ro", "nosuid", "nodev"}})
 		g.execPaths = append(g.execPaths, at)
+	}
+	return nil
+}
+
+// ownFilesystem refuses an allowed program under /tmp or /dev: the
+// sandbox has its own tmpfs there, where the program's mountpoint cannot
+// be made, so every start would fail (and a pool retry for ever).
+func ownFilesystem(name, at string) error {
+	for _, dir := range []string{"/tmp", "/dev"} {
+		if _, ok := under(at, dir); !ok {
+			continue
+		}
+		where := ""
+		if at != name {
+			where = " (" + at + " on this host)"
+		}
+		return fmt.Errorf("%w: exec.allow %q%s: %s inside the sandbox is its own tmpfs; install the program outside %s", ErrInvalid, name, where, dir, dir)
 	}
 	return nil
 }

@@ -530,3 +530,34 @@ func TestDenyParentsPinnedBelowOthers(t *testing.T) {
 		t.Errorf("the read-only grant beneath a pin is covered: %v", order)
 	}
 }
+
+// TestExecAllowedOutsideOwnTmpfs: a program under /tmp or /dev (where the
+// sandbox has its own tmpfs) is refused, also when a symlinked folder
+// leads there; one elsewhere is placed.
+func TestExecAllowedOutsideOwnTmpfs(t *testing.T) {
+	host := fakeHost(t)
+	vars, _ := testVars(t)
+	for _, dir := range []string{"tmp/pol", "dev/pol", "opt/pol"} {
+		if err := os.MkdirAll(filepath.Join(host.Root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(host.Root, dir, "tool"), []byte("\x7fELF"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/tmp/pol", filepath.Join(host.Root, "opt/link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ program, want string }{
+		{"/tmp/pol/tool", `exec.allow "/tmp/pol/tool": /tmp inside the sandbox is its own tmpfs; install the program outside /tmp`},
+		{"/dev/pol/tool", "install the program outside /dev"},
+		{"/opt/link/tool", `exec.allow "/opt/link/tool" (/tmp/pol/tool on this host): /tmp inside`},
+		{"/opt/pol/tool", ""},
+	} {
+		p := mustParse(t, "name = \"t\"\n[exec]\nallow = [\""+c.program+"\", \"sh\"]\n")
+		_, err := Generate(Options{Policy: p, Vars: vars, Host: host, BundleDir: "/bundle"})
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("exec.allow %s: %v, want %q", c.program, err, c.want)
+		}
+	}
+}

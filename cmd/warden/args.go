@@ -109,24 +109,8 @@ func loadSandboxPolicy(cliContext *cli.Context, files []string) (*policies.Polic
 	if len(files) > 1 && !cliContext.IsSet("skill-dir") && strings.Contains(policyText(p), "$SKILL_DIR") {
 		return nil, policies.Vars{}, fmt.Errorf("several policies share one $SKILL_DIR: pass --skill-dir")
 	}
-	for _, f := range []struct {
-		flag string
-		dst  *string
-	}{{"workspace", &vars.WorkDir}, {"skill-dir", &vars.SkillDir}, {"data-dir", &vars.DataDir}} {
-		if v := cliContext.String(f.flag); v != "" {
-			*f.dst = v
-		}
-		if *f.dst == "" {
-			continue
-		}
-		abs, err := filepath.Abs(*f.dst)
-		if err != nil {
-			return nil, policies.Vars{}, fmt.Errorf("--%s: %w", f.flag, err)
-		}
-		if !utf8.ValidString(abs) {
-			return nil, policies.Vars{}, fmt.Errorf("--%s is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)", f.flag)
-		}
-		*f.dst = abs
+	if err := folderFlags(cliContext, &vars); err != nil {
+		return nil, policies.Vars{}, err
 	}
 	// A mistyped folder would leave its mount point empty, not fail.
 	for _, f := range []struct{ flag, dir string }{{"workspace", vars.WorkDir}, {"skill-dir", vars.SkillDir}, {"data-dir", vars.DataDir}} {
@@ -139,6 +123,31 @@ func loadSandboxPolicy(cliContext *cli.Context, files []string) (*policies.Polic
 	}
 	vars.Home, _ = os.UserHomeDir()
 	return p, vars, nil
+}
+
+// folderFlags sets the folders given by --workspace, --skill-dir and
+// --data-dir, and makes every folder in vars absolute.
+func folderFlags(cliContext *cli.Context, vars *policies.Vars) error {
+	for _, f := range []struct {
+		flag string
+		dst  *string
+	}{{"workspace", &vars.WorkDir}, {"skill-dir", &vars.SkillDir}, {"data-dir", &vars.DataDir}} {
+		if v := cliContext.String(f.flag); v != "" {
+			*f.dst = v
+		}
+		if *f.dst == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*f.dst)
+		if err != nil {
+			return fmt.Errorf("--%s: %w", f.flag, err)
+		}
+		if !utf8.ValidString(abs) {
+			return fmt.Errorf("--%s is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)", f.flag)
+		}
+		*f.dst = abs
+	}
+	return nil
 }
 
 func policyText(p *policies.Policy) string {

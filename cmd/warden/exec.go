@@ -22,7 +22,9 @@ var execCommand = &cli.Command{
 stdin, stdout and stderr. The exit status is the command's own; 126 when it
 cannot run, 127 when it is not found or not allowed, 128+N when killed by
 signal N (a timeout or the memory limit says so on stderr). With --policy, a
-missing session is created.
+missing session is created; an existing one must have the same policy and
+folders (--workspace, --skill-dir, --data-dir, also when given alone), or
+nothing runs.
 
 Without --session: the OCI face (runc's exec), as engines call it: run the
 process described by --process FILE, or COMMAND with the container's
@@ -48,12 +50,9 @@ config.json process as the base, in the running container CONTAINER-ID.`,
 		if err := checkExecInput(cliContext); err != nil {
 			return err
 		}
-		var create *runtime.CreateRequest
-		if cliContext.IsSet("policy") {
-			var err error
-			if create, err = createRequest(cliContext); err != nil {
-				return err
-			}
+		create, err := execCreateRequest(cliContext)
+		if err != nil {
+			return err
 		}
 		req := runtime.ExecRequest{
 			Argv:      cliContext.Args().Slice(),
@@ -66,7 +65,6 @@ config.json process as the base, in the running container CONTAINER-ID.`,
 		signals := make(chan os.Signal, 4)
 		var term *terminal
 		if req.Tty {
-			var err error
 			if term, err = newTerminal(); err != nil {
 				return err
 			}
@@ -91,6 +89,24 @@ config.json process as the base, in the running container CONTAINER-ID.`,
 		}
 		return resultError(res)
 	},
+}
+
+// execCreateRequest is the create part of an exec: with --policy, the
+// session to make when it is missing; with folder flags alone, the folders
+// the existing session must have. Either way the daemon refuses to run the
+// command in a session that differs from it.
+func execCreateRequest(cliContext *cli.Context) (*runtime.CreateRequest, error) {
+	if cliContext.IsSet("policy") {
+		return createRequest(cliContext)
+	}
+	if !cliContext.IsSet("workspace") && !cliContext.IsSet("skill-dir") && !cliContext.IsSet("data-dir") {
+		return nil, nil
+	}
+	create := &runtime.CreateRequest{}
+	if err := folderFlags(cliContext, &create.Vars); err != nil {
+		return nil, err
+	}
+	return create, nil
 }
 
 // terminal puts the caller's terminal in raw mode and copies between it
