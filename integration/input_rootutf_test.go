@@ -79,7 +79,7 @@ func TestRootRefused(t *testing.T) {
 	t.Run("new root", func(t *testing.T) {
 		r := newRoot(t)
 		r.root = filepath.Join(r.root, "a", "b")
-		expectOK(t, r.warden("session", "ls"))
+		r.create("new-root", r.policy(sessionPolicy), tempDir(t))
 		for _, d := range []string{filepath.Dir(r.root), r.root, filepath.Join(r.root, "sessions")} {
 			assertMode(t, d, 0o711)
 		}
