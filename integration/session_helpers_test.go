@@ -127,10 +127,11 @@ func (r *wardenRoot) expectAlive(id string) {
 }
 
 type sessionInfo struct {
-	ID        string `json:"id"`
-	Policy    string `json:"policy"`
-	Workspace string `json:"workspace"`
-	State     string `json:"state"`
+	ID        string    `json:"id"`
+	Policy    string    `json:"policy"`
+	Workspace string    `json:"workspace"`
+	State     string    `json:"state"`
+	LastUsed  time.Time `json:"lastUsed"`
 }
 
 func (r *wardenRoot) list() []sessionInfo {

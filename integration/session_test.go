@@ -597,6 +597,29 @@ func TestSessionRemoveAndGC(t *testing.T) {
 	expectWorkspace(t, ws, "keep.txt", "started", "started2")
 }
 
+// TestSessionIdleSurvivesRestart: a daemon that restarts takes up each
+// session's idle time where it was, so a session expires when its policy
+// says, not an idle limit after the restart.
+func TestSessionIdleSurvivesRestart(t *testing.T) {
+	r := newRoot(t)
+	id := r.create("idle", r.policy(sessionPolicy), tempDir(t))
+	time.Sleep(1100 * time.Millisecond) // the create's own touch is a second old
+	used := time.Now()
+	r.sh(id, "true")
+	time.Sleep(2500 * time.Millisecond)
+	r.killDaemon(syscall.SIGKILL)
+	for _, s := range r.list() { // starts a new daemon, which adopts it
+		if s.ID != id {
+			continue
+		}
+		if d := s.LastUsed.Sub(used); d < -time.Second || d > time.Second {
+			t.Errorf("after the restart the session was last used at %s, %s after its last command", s.LastUsed, d)
+		}
+		return
+	}
+	t.Fatalf("the session was not adopted after the restart")
+}
+
 // sleeps counts the sleep processes a session's sandbox holds.
 func sleeps(r *wardenRoot, id string) string {
 	r.t.Helper()

@@ -213,6 +213,8 @@ type Session struct {
 	oomSeen  uint64
 	lastUsed time.Time
 	execs    int
+	// persisted is when touch last wrote lastUsed to the state file.
+	persisted time.Time
 }
 
 // Policy is the session's policy.
@@ -493,7 +495,12 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 		return nil, fmt.Errorf("session %s: sandbox is not running (%v)", id, st)
 	}
 	s.container = c
+	// The state file's modification time is when the session was last
+	// used (touch): a daemon's restart does not reset its idle time.
 	s.lastUsed = time.Now()
+	if fi, err := os.Stat(filepath.Join(rt.sessionDir(id), "session.json")); err == nil && fi.ModTime().Before(s.lastUsed) {
+		s.lastUsed = fi.ModTime()
+	}
 	s.oomSeen = s.oomKills()
 	return s, nil
 }
@@ -886,9 +893,18 @@ func (s *Session) cwd(c string) string {
 }
 
 func (s *Session) touch() {
+	now := time.Now()
 	s.mu.Lock()
-	s.lastUsed = time.Now()
+	// On disk at most once a second: idle limits count in seconds at least.
+	persist := now.Sub(s.persisted) >= time.Second
+	if persist {
+		s.persisted = now
+	}
+	s.lastUsed = now
 	s.mu.Unlock()
+	if persist {
+		os.Chtimes(filepath.Join(s.dir(), "session.json"), now, now)
+	}
 }
 
 // stdioFiles returns the three descriptors to pass, /dev/null for the
