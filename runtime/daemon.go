@@ -88,6 +88,10 @@ func NewDaemon(rt *Runtime, auditPath string) (*Daemon, error) {
 // again, the rest are reaped so nothing is left behind.
 func (d *Daemon) adopt() {
 	for _, id := range d.rt.IDs() {
+		hold, err := holdDir(d.rt.sessionDir(id), false)
+		if errors.Is(err, errHeld) {
+			continue // run by `warden do` or a Go program, not a daemon's
+		}
 		s, err := d.rt.Load(id)
 		if err == nil {
 			err = d.rt.startEgress(s) // this process serves its network now
@@ -95,9 +99,13 @@ func (d *Daemon) adopt() {
 		if err != nil {
 			logrus.Warnf("reaping session %s: %v", id, err)
 			d.rt.destroy(id)
+			if hold != nil {
+				hold.Close()
+			}
 			d.audit.write(AuditRecord{Event: "session.reap", Session: id, Error: err.Error()})
 			continue
 		}
+		s.hold = hold
 		d.sessions[id] = &daemonSession{Session: s}
 		logrus.Infof("re-adopted session %s", id)
 	}
@@ -309,6 +317,8 @@ func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSe
 	if err := CheckID(id); err != nil {
 		return nil, err
 	}
+	d.rt.gcMu.RLock()
+	defer d.rt.gcMu.RUnlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s, ok := d.sessions[id]; ok {
@@ -539,6 +549,8 @@ func (d *Daemon) remove(id string, force bool) error {
 // stopped (its agent died) runs nothing any more: it is removed too, its
 // workspace left as it is.
 func (d *Daemon) gc() ([]string, error) {
+	d.rt.gcMu.Lock()
+	defer d.rt.gcMu.Unlock()
 	d.mu.Lock()
 	live := map[string]bool{}
 	var dead []*daemonSession
@@ -553,6 +565,7 @@ func (d *Daemon) gc() ([]string, error) {
 	d.mu.Unlock()
 	for _, s := range dead {
 		s.stopEgress()
+		s.hold.Close() // rt.GC below removes what is left of it
 		d.audit.write(AuditRecord{Event: "session.reap", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
 			Error: "its sandbox had stopped"})
 	}

@@ -438,9 +438,11 @@ func (ps *pools) startOne(ctx context.Context, pl *pool, id string) {
 		ps.mu.Lock()
 		p, vars, key := pl.policy, pl.Vars, pl.key
 		ps.mu.Unlock()
+		ps.rt.gcMu.RLock()
 		pc, err := ps.rt.startPooled(id, p, vars)
 		ps.mu.Lock()
 		delete(ps.starting, id)
+		ps.rt.gcMu.RUnlock()
 		current := ps.byName[pl.name] == pl && pl.policy != nil
 		pl.attempts++
 		switch {

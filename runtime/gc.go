@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,19 +35,28 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 	for _, e := range known {
 		mine[e.Name()] = true
 	}
+	live = maps.Clone(live)
 	for _, id := range rt.IDs() {
 		if live[id] {
 			continue
 		}
+		// A session another process runs (warden do, a Go program, a
+		// create under way) is live too, its container and cgroup with it.
+		hold, err := holdDir(rt.sessionDir(id), false)
+		if errors.Is(err, errHeld) {
+			live[id] = true
+			continue
+		}
 		if !madeByWarden(rt.sessionDir(id), "session.json", "bundle", "late") {
 			errs = append(errs, fmt.Errorf("left %s: warden did not make it (no session state in it); move it out of warden's state root", rt.sessionDir(id)))
-			continue
-		}
-		if err := rt.destroy(id); err != nil {
+		} else if err := rt.destroy(id); err != nil {
 			errs = append(errs, fmt.Errorf("session %s: %w", id, err))
-			continue
+		} else {
+			removed = append(removed, "session "+id)
 		}
-		removed = append(removed, "session "+id)
+		if hold != nil {
+			hold.Close()
+		}
 	}
 	entries, _ := os.ReadDir(rt.containersDir())
 	for _, e := range entries {

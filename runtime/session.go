@@ -45,6 +45,10 @@ type Runtime struct {
 
 	audit     *auditLog // egress decisions; see auditSink
 	auditOnce sync.Once
+	// gcMu keeps a daemon's gc apart from its creates, claims and pool
+	// starts: what gc finds in the state root and no live session
+	// owns must not be one of those under way.
+	gcMu sync.RWMutex
 }
 
 // New checks a state root; its folders are made when the daemon or a
@@ -215,6 +219,7 @@ type Session struct {
 	execs    int
 	// persisted is when touch last wrote lastUsed to the state file.
 	persisted time.Time
+	hold      *os.File // the session folder, locked (holdDir)
 }
 
 // Policy is the session's policy.
@@ -247,9 +252,15 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 		}
 		return nil, err
 	}
+	hold, err := holdDir(dir, true)
+	if err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+	}
 	defer func() {
 		if err != nil {
 			rt.destroy(cfg.ID)
+			hold.Close()
 		}
 	}()
 	// config.json shows the whole sandbox, the session's folders included.
@@ -266,7 +277,7 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 	s := &Session{
 		ID: cfg.ID, PolicyName: cfg.Policy.Name, PolicyHash: cfg.Policy.Hash(), PolicyTOML: string(text),
 		Vars: cfg.Vars, Created: time.Now().UTC(), Identity: cfg.Identity,
-		rt: rt, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: b.Spec.Process.Env, lastUsed: time.Now(),
+		rt: rt, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: b.Spec.Process.Env, lastUsed: time.Now(), hold: hold,
 	}
 	// The session's own folders are bound into the running sandbox, the
 	// way a claim binds them into a pooled one: an id-mapped mount in the
@@ -521,8 +532,43 @@ func (rt *Runtime) IDs() []string {
 // and every other granted folder are left as they are.
 func (s *Session) Close() error {
 	s.stopEgress()
-	return s.rt.destroy(s.ID)
+	err := s.rt.destroy(s.ID)
+	s.hold.Close()
+	return err
 }
+
+// holdDir locks a session's folder for as long as the process that runs
+// the session keeps the file open: the daemon, or `warden do` and a Go
+// program, which the daemon does not know. gc and a daemon's adoption
+// leave a folder another process holds alone (errHeld). wait makes it
+// wait out such a check rather than fail.
+func holdDir(dir string, wait bool) (*os.File, error) {
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	how := unix.LOCK_EX
+	if !wait {
+		how |= unix.LOCK_NB
+	}
+	if err := unix.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, errHeld
+		}
+		return nil, err
+	}
+	// gc may have removed the folder between its making and the lock.
+	var fst, st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &fst) != nil || unix.Lstat(dir, &st) != nil || fst.Dev != st.Dev || fst.Ino != st.Ino {
+		f.Close()
+		return nil, fmt.Errorf("%s was removed while it was being made", dir)
+	}
+	return f, nil
+}
+
+// errHeld: another process runs the session (holdDir).
+var errHeld = errors.New("another warden process runs it")
 
 // destroy removes everything warden made for a session id: processes,
 // container, cgroup, bundle, sockets, state. It never follows into
