@@ -229,3 +229,102 @@ func TestSessionDoAudit(t *testing.T) {
 		t.Errorf("logs --session %s: exit %d, stdout %q", do[0].Session, res.Exit, res.Stdout)
 	}
 }
+
+// TestSessionGetOrCreateSameFolder: exec's folders are compared with the
+// session's as folders, not as paths. A path spelled otherwise (a symlink,
+// a trailing slash, relative) that names the session's folder runs; a
+// symlink moved to another folder since the session was made does not,
+// though its text is the session's, and the refusal names both folders.
+// The same for a cold session and one claimed from the pool, also once a
+// restarted daemon has taken them over.
+func TestSessionGetOrCreateSameFolder(t *testing.T) {
+	for _, pooled := range []bool{false, true} {
+		name := "cold"
+		if pooled {
+			name = "pooled"
+		}
+		t.Run(name, func(t *testing.T) { testSameFolder(t, pooled) })
+	}
+}
+
+func testSameFolder(t *testing.T, pooled bool) {
+	r := newRoot(t)
+	p := r.policy(sessionPolicy)
+	base := tempDir(t)
+	wsA, wsB, link := filepath.Join(base, "wsA"), filepath.Join(base, "wsB"), filepath.Join(base, "link")
+	for _, d := range []string{wsA, wsB} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "who"), []byte(filepath.Base(d)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relink := func(target string) {
+		os.Remove(link)
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relink("wsA")
+	skillLink := filepath.Join(base, "skill")
+	if err := os.Symlink(filepath.Dir(p), skillLink); err != nil {
+		t.Fatal(err)
+	}
+	if pooled {
+		r.fill(p, 1)
+		r.waitPool(1)
+	}
+	id := r.create("same-folder", p, link)
+	if pooled && r.poolStatus()[0].Hits != 1 {
+		t.Fatalf("the session did not come from the pool: %+v", r.poolStatus())
+	}
+	runs := func(when string, dir string, flags ...string) {
+		t.Helper()
+		cmd := r.command(append(append([]string{"exec", "--session", id}, flags...), "--", "cat", "/workspace/who")...)
+		cmd.Dir = dir
+		if res := runCmd(t, cmd); res.Exit != 0 || res.Stdout != "wsA" {
+			t.Errorf("%s: exec %v: exit %d, stdout %q, stderr %q; want it to run in wsA", when, flags, res.Exit, res.Stdout, res.Stderr)
+		}
+	}
+	refused := func(when string, flags []string, want ...string) {
+		t.Helper()
+		res := r.exec(id, flags, "touch", "/workspace/refused")
+		oneLine(t, when+": exec "+strings.Join(flags, " "), res, append(want, "use another --session id")...)
+		for _, d := range []string{wsA, wsB} {
+			if _, err := os.Stat(filepath.Join(d, "refused")); err == nil {
+				t.Errorf("%s: exec %v ran (%s/refused exists)", when, flags, d)
+			}
+		}
+	}
+	// The link still leads to the session's folder: every spelling of it
+	// runs.
+	for _, flags := range [][]string{
+		{"--policy", p, "--workspace", link},
+		{"--policy", p, "--workspace", wsA},
+		{"--workspace", wsA + "/"},
+		{"--workspace", "wsA"},
+		{"--workspace", "link/"},
+		{"--policy", p, "--workspace", wsA, "--skill-dir", skillLink},
+	} {
+		runs("before the link moves", base, flags...)
+	}
+	// The link now leads elsewhere: its text is the session's, its folder
+	// is not.
+	relink("wsB")
+	refused("after the link moved", []string{"--policy", p, "--workspace", link},
+		"exists with workspace "+wsA+" (created as "+link+")", "asks for workspace "+link+" (now "+wsB+")")
+	refused("after the link moved", []string{"--workspace", wsB},
+		"exists with workspace "+wsA+" (created as "+link+")", "asks for workspace "+wsB+":", "leave out --workspace")
+	runs("after the link moved", base, "--policy", p, "--workspace", wsA)
+	runs("after the link moved", wsA, "--workspace", ".")
+	// A restarted daemon knows the session from its state file, and finds
+	// its folder in the sandbox as before.
+	r.killDaemon(syscall.SIGKILL)
+	refused("after a daemon restart", []string{"--policy", p, "--workspace", link},
+		"exists with workspace "+wsA+" (created as "+link+")", "asks for workspace "+link+" (now "+wsB+")")
+	runs("after a daemon restart", base, "--workspace", "wsA")
+	if s := r.list(); len(s) != 1 || s[0].Workspace != link {
+		t.Errorf("sessions after the refusals: %+v", s)
+	}
+}

@@ -354,7 +354,8 @@ func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSe
 // another sandbox than the session's: running the command in the session
 // as it is would run it under a policy or in folders the caller did not
 // ask for. Without a policy the request names only the folders given on
-// the command line, and only those are compared.
+// the command line, and only those are compared; folders are compared as
+// folders, not as paths (see samefolder.go).
 func (s *Session) checkSame(c *CreateRequest) error {
 	if c == nil {
 		return nil
@@ -371,21 +372,29 @@ func (s *Session) checkSame(c *CreateRequest) error {
 			want = append(want, fmt.Sprintf("policy %s (%s)", p.Name, shortHash(h)))
 		}
 	}
-	for _, v := range []struct{ name, variable, flag, have, want string }{
-		{"workspace", "$WORK_DIR", "--workspace", s.Vars.WorkDir, c.Vars.WorkDir},
-		{"skill folder", "$SKILL_DIR", "--skill-dir", s.Vars.SkillDir, c.Vars.SkillDir},
-		{"data folder", "$DATA_DIR", "--data-dir", s.Vars.DataDir, c.Vars.DataDir},
-		{"home", "$HOME", "", s.Vars.Home, c.Vars.Home},
+	for _, v := range []struct {
+		folder         sessionFolder
+		variable, flag string
+		want           string
+	}{
+		{sessionFolder{"workspace", s.Vars.WorkDir, spec.WorkspacePath}, "$WORK_DIR", "--workspace", c.Vars.WorkDir},
+		{sessionFolder{"skill folder", s.Vars.SkillDir, spec.SkillPath}, "$SKILL_DIR", "--skill-dir", c.Vars.SkillDir},
+		{sessionFolder{"data folder", s.Vars.DataDir, spec.DataPath}, "$DATA_DIR", "--data-dir", c.Vars.DataDir},
+		{sessionFolder{"home", s.Vars.Home, s.Vars.Home}, "$HOME", "", c.Vars.Home},
 	} {
 		given := c.PolicyTOML != "" || v.want != ""
 		// The workspace is the commands' working folder whatever the
 		// policy says; the other folders shape the sandbox only where
 		// the policy uses them.
-		used := v.name == "workspace" || strings.Contains(s.PolicyTOML, v.variable)
-		if v.have == v.want || !given || !used {
+		used := v.variable == "$WORK_DIR" || strings.Contains(s.PolicyTOML, v.variable)
+		if !given || !used {
 			continue
 		}
-		have, want = append(have, folderText(v.name, v.have)), append(want, folderText(v.name, v.want))
+		h, w := s.folderMismatch(v.folder, v.want)
+		if h == "" {
+			continue
+		}
+		have, want = append(have, h), append(want, w)
 		if v.flag != "" && !slices.Contains(flags, v.flag) {
 			flags = append(flags, v.flag)
 		}

@@ -485,7 +485,7 @@ func MountsUnder(dir string) []Mount {
 		if !ok || len(f) < 5 || len(g) < 1 {
 			continue
 		}
-		point := unescapeMountinfo(f[4])
+		point := UnescapeMountinfo(f[4])
 		if rel, ok := under(point, dir); ok && rel != "." {
 			out = append(out, Mount{point, g[0]})
 		}
@@ -493,8 +493,9 @@ func MountsUnder(dir string) []Mount {
 	return out
 }
 
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
+// UnescapeMountinfo undoes mountinfo's octal escapes (\040 for a space)
+// in a path field.
+func UnescapeMountinfo(s string) string {
 	if !strings.Contains(s, "\\") {
 		return s
 	}

@@ -24,7 +24,9 @@ cannot run, 127 when it is not found or not allowed, 128+N when killed by
 signal N (a timeout or the memory limit says so on stderr). With --policy, a
 missing session is created; an existing one must have the same policy and
 folders (--workspace, --skill-dir, --data-dir, also when given alone), or
-nothing runs.
+nothing runs. Folders are compared as folders, not as paths: any path to the
+folder the session has mounted will do; a symlink that leads elsewhere since
+the session was made will not.
 
 Without --session: the OCI face (runc's exec), as engines call it: run the
 process described by --process FILE, or COMMAND with the container's
