@@ -19,7 +19,7 @@ func TestGCLeavesDoAlone(t *testing.T) {
 	ws := tempDir(t)
 	policy := r.policy("name = \"do-gc\"\n[fs]\nwrite = [\"$WORK_DIR\"]\n[exec]\nallow = [\"sh\", \"sleep\"]\n[limits]\nidle = \"1s\"\n")
 	r.create("other", r.policy(sessionPolicy), tempDir(t)) // a daemon runs
-	r.killDaemon(syscall.SIGKILL)                           // and is gone
+	r.killDaemon(syscall.SIGKILL)                          // and is gone
 	do := r.command("do", "--policy", policy, "--workspace", ws, "--", "sh", "-c", "sleep 4; echo done")
 	var out strings.Builder
 	do.Stdout = &out
