@@ -707,6 +707,50 @@ func TestSessionStdio(t *testing.T) {
 	}
 }
 
+// TestDevStdoutIsTheCallersPipe: a command writes to /dev/stdout and
+// /dev/stderr (the caller's pipes, opened again by name), as scripts and
+// Makefiles do, through a session and through do; a named pipe the
+// caller passes keeps its mode.
+func TestDevStdoutIsTheCallersPipe(t *testing.T) {
+	r := newRoot(t)
+	policy := r.policy(sessionPolicy)
+	id := r.create("devstdout", policy, tempDir(t))
+	script := "echo out >/dev/stdout && echo err >/dev/stderr && echo fd >/dev/fd/1"
+	for _, res := range []sandboxResult{
+		r.exec(id, nil, "sh", "-c", script),
+		r.warden("do", "--policy", policy, "--workspace", tempDir(t), "--", "sh", "-c", script),
+	} {
+		if res.Exit != 0 || res.Stdout != "out\nfd\n" || res.Stderr != "err\n" {
+			t.Errorf("writes to /dev/stdout and /dev/stderr: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
+		}
+	}
+	fifo := filepath.Join(tempDir(t), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reader := make(chan []byte, 1)
+	go func() {
+		data, _ := os.ReadFile(fifo)
+		reader <- data
+	}()
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := r.command("exec", "--session", id, "--", "sh", "-c", "echo via-fd")
+	cmd.Stdout = w
+	if err := cmd.Run(); err != nil {
+		t.Errorf("exec with a named pipe as stdout: %v", err)
+	}
+	w.Close()
+	if got := string(<-reader); got != "via-fd\n" {
+		t.Errorf("through the named pipe: %q", got)
+	}
+	if fi, err := os.Stat(fifo); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the named pipe's mode changed: %v, %v", fi.Mode(), err)
+	}
+}
+
 // TestSessionExitCodes: the command's own status, and warden's 126, 127
 // and 128+N.
 func TestSessionExitCodes(t *testing.T) {

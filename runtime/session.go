@@ -810,6 +810,7 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 			fds = append(fds, int(f.Fd()))
 		}
 		defer restoreTerminals(fds)()
+		openablePipes(fds)
 	}
 	s.touch()
 	conn, err := dialPacket(s.socketPath())
@@ -967,6 +968,26 @@ func stdioFiles(in, out, errf *os.File) ([]*os.File, error) {
 		}
 	}
 	return files, nil
+}
+
+// openablePipes lets the sandbox open the caller's pipes by name, as
+// /dev/stdout, /dev/stderr or /dev/fd/N: a pipe belongs to the caller's
+// host user, whom the sandbox's user namespace does not map, so its mode
+// (0600) refused every such open (`echo error >/dev/stderr` failed in a
+// script). A pipe's mode matters for nothing else: reaching it by name
+// takes access to a process that holds it. Named pipes (FIFOs on disk),
+// files and terminals are left as they are.
+func openablePipes(fds []int) {
+	for _, fd := range fds {
+		var fs unix.Statfs_t
+		var st unix.Stat_t
+		if unix.Fstatfs(fd, &fs) != nil || fs.Type != unix.PIPEFS_MAGIC || unix.Fstat(fd, &st) != nil {
+			continue
+		}
+		if st.Mode&0o666 != 0o666 {
+			unix.Fchmod(fd, st.Mode&0o7777|0o666)
+		}
+	}
 }
 
 // restoreTerminals notes the settings of the terminals among fds and
