@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -135,4 +136,50 @@ func TestCLIArgsFlagErrors(t *testing.T) {
 		})
 	}
 	assertAbsent(t, root)
+}
+
+// TestCLIArgsAfterDashes: after "--" every argument is positional, right
+// after the command too (where the CLI library swallows the "--"); --help
+// after the arguments shows the help and runs nothing; ---flag is bad
+// syntax. A session named by a flag is refused and the real one stays.
+func TestCLIArgsAfterDashes(t *testing.T) {
+	r := newRoot(t)
+	ws := tempDir(t)
+	p := r.policy(sessionPolicy)
+	id := r.create("dashes", p, ws)
+	for _, args := range [][]string{{"--", "--force"}, {"--", "-f=true"}} {
+		res := r.warden(append([]string{"session", "rm"}, args...)...)
+		oneLine(t, "session rm "+strings.Join(args, " "), res, `session id "`+args[1]+`"`)
+	}
+	for _, h := range []string{"--help", "-h"} {
+		if res := r.warden("session", "rm", id, h); res.Exit != 0 || !strings.Contains(res.Stdout, "USAGE:\n   warden session rm") {
+			t.Errorf("session rm ID %s: exit %d, stdout %q, stderr %q", h, res.Exit, res.Stdout, res.Stderr)
+		}
+	}
+	if l := r.list(); len(l) != 1 || l[0].ID != id {
+		t.Fatalf("sessions after the refused removals: %+v", l)
+	}
+	if res := r.warden("session", "rm", "--", id); res.Exit != 0 {
+		t.Errorf("session rm -- %s: exit %d, stderr %q", id, res.Exit, res.Stderr)
+	}
+	if l := r.list(); len(l) != 0 {
+		t.Errorf("session rm -- %s left %+v", id, l)
+	}
+
+	dash := filepath.Join(filepath.Dir(p), "-dash.toml")
+	if err := os.Rename(p, dash); err != nil {
+		t.Fatal(err)
+	}
+	explain := exec.Command(wardenBinary, "policy", "explain", "-w", ws, "--", "-dash.toml")
+	explain.Dir = filepath.Dir(dash)
+	if res := runCmd(t, explain); res.Exit != 0 || !strings.HasPrefix(res.Stdout, "policy session-test") {
+		t.Errorf("policy explain -- -dash.toml: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
+	}
+	for _, h := range []string{"--help", "-h"} {
+		res := runWarden(t, nil, "policy", "explain", dash, h)
+		if res.Exit != 0 || !strings.Contains(res.Stdout, "USAGE:\n   warden policy explain") || strings.Contains(res.Stdout, "session-test") {
+			t.Errorf("policy explain FILE %s: exit %d, stdout %q, stderr %q", h, res.Exit, res.Stdout, res.Stderr)
+		}
+	}
+	oneLine(t, "policy explain FILE ---workspace", runWarden(t, nil, "policy", "explain", "-w", ws, dash, "---workspace=x"), "bad flag syntax: ---workspace=x")
 }

@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -10,6 +12,9 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 // AuditRecord is one line of the audit log: a command that ran (or did
@@ -46,25 +51,79 @@ type AuditRecord struct {
 }
 
 // auditLog appends JSON lines to a file, one write per record so lines
-// from concurrent commands never interleave.
+// from concurrent commands never interleave. One whose file could not be
+// opened has only err, why not, and drops its lines.
 type auditLog struct {
-	mu sync.Mutex
-	f  *os.File
+	mu     sync.Mutex
+	f      *os.File
+	err    error
+	warned sync.Once
 }
 
+// openAudit opens an audit log for appending, refusing anything but a
+// regular file without following a link: a FIFO would block the open
+// (and the command waiting for its line) until a reader came, a symbolic
+// link would put the lines wherever it points. O_NONBLOCK keeps the open
+// of a FIFO from waiting; it is cleared once the file is known to be
+// regular.
 func openAudit(path string) (*auditLog, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, err
+		return nil, notRegular(path, err)
 	}
-	return &auditLog{f: f}, nil
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, notRegular(path, nil)
+	}
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags&^unix.O_NONBLOCK)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &auditLog{f: os.NewFile(uintptr(fd), path)}, nil
+}
+
+// notRegular says what stands at path instead of a regular file (or why
+// it could not be opened) and what to do.
+func notRegular(path string, err error) error {
+	fix := "remove it, and warden creates a regular file there"
+	var what string
+	if fi, lerr := os.Lstat(path); lerr == nil {
+		switch m := fi.Mode(); {
+		case m&fs.ModeSymlink != 0:
+			what, fix = "a symbolic link", "warden does not follow it: remove the link (warden then creates a regular file there) or put the file it points to in its place"
+		case m&fs.ModeNamedPipe != 0:
+			what = "a named pipe (FIFO)"
+		case m.IsDir():
+			what = "a directory"
+		case m&fs.ModeSocket != 0:
+			what = "a socket"
+		case m&fs.ModeDevice != 0:
+			what, fix = "a device", "name a regular file"
+		}
+	}
+	if what == "" {
+		if err == nil {
+			err = errors.New("not a regular file")
+		}
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return fmt.Errorf("%s is %s, not a regular file; %s", path, what, fix)
 }
 
 func (a *auditLog) write(r AuditRecord) {
-	if a == nil {
+	if a == nil || a.f == nil {
 		return
 	}
 	r.Time = r.Time.UTC()
@@ -110,9 +169,49 @@ func TerminalSafe(line []byte) []byte {
 }
 
 func (a *auditLog) close() {
-	if a != nil {
+	if a != nil && a.f != nil {
 		a.f.Close()
 	}
+}
+
+// OpenAudit opens the root's audit log for a runtime without a daemon
+// (warden do, the Go API), which writes its exec lines and egress
+// decisions itself: a caller that checks it first refuses to run rather
+// than run commands no line records. A root that does not exist yet has
+// no audit log to be wrong; its first sandbox makes both.
+func (rt *Runtime) OpenAudit() error {
+	if _, err := os.Stat(filepath.Dir(AuditPath(rt.Root))); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return rt.rootAudit().err
+}
+
+// rootAudit is the daemon's audit log, or for a runtime without one the
+// root's, opened once.
+func (rt *Runtime) rootAudit() *auditLog {
+	rt.auditOnce.Do(func() {
+		if rt.audit != nil {
+			return
+		}
+		a, err := openAudit(AuditPath(rt.Root))
+		if err != nil {
+			a = &auditLog{err: fmt.Errorf("audit log: %w", err)}
+		}
+		rt.audit = a
+	})
+	return rt.audit
+}
+
+// auditSink is where exec lines and egress decisions go; a caller that
+// did not check OpenAudit hears once that they are lost.
+func (rt *Runtime) auditSink() *auditLog {
+	a := rt.rootAudit()
+	if a.err != nil {
+		a.warned.Do(func() {
+			logrus.Warnf("%v; audit lines (commands and egress decisions) cannot be written", a.err)
+		})
+	}
+	return a
 }
 
 // AuditPath is the audit log for a state root: /var/log/warden/audit.log

@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A sandbox names hosts and arguments that reach the audit log: what a
@@ -46,5 +50,72 @@ func TestAuditTerminalSafe(t *testing.T) {
 	var rec AuditRecord
 	if err := json.Unmarshal(data, &rec); err != nil || rec.Host != host || rec.Argv[1] != "\u009b31m" {
 		t.Errorf("the line does not decode to what was logged: %v, %+v", err, rec)
+	}
+}
+
+// The audit log is a regular file or nothing is written: a FIFO, a
+// symbolic link or a folder in its place is refused at once, named, and
+// left as it was.
+func TestOpenAuditNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("kept\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		make func(string) error
+		want string
+	}{
+		{"fifo", func(p string) error { return unix.Mkfifo(p, 0o600) }, "is a named pipe (FIFO), not a regular file; remove it"},
+		{"symlink", func(p string) error { return os.Symlink(target, p) }, "is a symbolic link, not a regular file; warden does not follow it"},
+		{"dir", func(p string) error { return os.Mkdir(p, 0o700) }, "is a directory, not a regular file; remove it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name)
+			if err := tc.make(path); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				a, err := openAudit(path)
+				if err == nil {
+					a.close()
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), path+" "+tc.want) {
+					t.Fatalf("error %v, want %q", err, tc.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("openAudit blocks")
+			}
+		})
+	}
+	if data, _ := os.ReadFile(target); string(data) != "kept\n" {
+		t.Errorf("the link's target now holds %q", data)
+	}
+
+	// A runtime without a daemon: OpenAudit says why, and the lines of a
+	// caller that did not ask are dropped.
+	root := filepath.Join(dir, "root")
+	if err := os.Mkdir(root, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(AuditPath(root), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rt := &Runtime{Root: root}
+	if err := rt.OpenAudit(); err == nil || !strings.HasPrefix(err.Error(), "audit log: "+AuditPath(root)+" is a named pipe") {
+		t.Fatalf("OpenAudit: %v", err)
+	}
+	rt.auditSink().write(AuditRecord{Event: "exec"})
+	if err := (&Runtime{Root: filepath.Join(dir, "new")}).OpenAudit(); err != nil {
+		t.Errorf("OpenAudit of a root not made yet: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new")); !os.IsNotExist(err) {
+		t.Errorf("OpenAudit made the root: %v", err)
 	}
 }

@@ -134,23 +134,6 @@ func egressHosts() (map[string][]netip.Addr, error) {
 	return hosts, nil
 }
 
-// auditSink is where egress decisions go: the daemon's audit log, or for a
-// runtime used without one (warden do, the Go API) the root's audit log.
-func (rt *Runtime) auditSink() *auditLog {
-	rt.auditOnce.Do(func() {
-		if rt.audit != nil {
-			return
-		}
-		a, err := openAudit(AuditPath(rt.Root))
-		if err != nil {
-			logrus.Warnf("audit log: %v; egress decisions go to the warden log only", err)
-			return
-		}
-		rt.audit = a
-	})
-	return rt.audit
-}
-
 func netRecord(s *Session, r egress.Record) AuditRecord {
 	rec := AuditRecord{Event: "net.deny", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
 		Proto: r.Proto, Host: r.Host, Port: r.Port, Addr: r.Addr, Rule: r.Rule,

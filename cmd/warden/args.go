@@ -21,7 +21,10 @@ func specVersion() string { return specs.Version }
 
 // checkArgs makes sure a command got the positional arguments it needs.
 func checkArgs(cliContext *cli.Context, min, max int, usage string) error {
-	n := cliContext.NArg()
+	return checkCount(cliContext, cliContext.NArg(), min, max, usage)
+}
+
+func checkCount(cliContext *cli.Context, n, min, max int, usage string) error {
 	if n < min || (max >= 0 && n > max) {
 		return fmt.Errorf("%s: expected %s; see 'warden %s --help'", commandName(cliContext), usage, commandName(cliContext))
 	}
@@ -174,25 +177,38 @@ func loadAll(files []string, combine func(...*policies.Policy) (*policies.Policy
 	return combine(ps...)
 }
 
-// positional returns a command's positional arguments, applying any of its
-// flags that follow them (`policy explain FILE --workspace DIR`): the CLI
-// library stops reading flags at the first positional argument. A flag is
+// positional reads the whole command line of a command that sets
+// SkipFlagParsing and returns its positional arguments, min to max of them
+// (max -1: any): flags may come before, between and after them (`policy
+// explain FILE --workspace DIR`), --help anywhere shows the command's help,
+// and after "--" everything is positional, a leading dash included. The CLI
+// library would stop reading flags at the first positional argument and
+// swallow a first "--", leaving what follows to be read as flags. A flag is
 // set under its first name, the one commands read, whichever name was
-// written; after "--" everything is positional.
-func positional(cliContext *cli.Context) ([]string, error) {
+// written.
+func positional(cliContext *cli.Context, min, max int, usage string) ([]string, error) {
+	if !cliContext.Command.SkipFlagParsing {
+		return nil, fmt.Errorf("warden %s reads its arguments with positional but lets the CLI library parse them", commandName(cliContext))
+	}
 	var args []string
 	rest := cliContext.Args().Slice()
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]
 		if a == "--" {
-			return append(args, rest[i+1:]...), nil
+			args = append(args, rest[i+1:]...)
+			break
 		}
 		if !strings.HasPrefix(a, "-") || a == "-" {
 			args = append(args, a)
 			continue
 		}
 		written, value, hasValue := strings.Cut(a, "=")
-		f := flagNamed(cliContext.Command.Flags, strings.TrimLeft(written, "-"))
+		// As the flag package: one or two dashes, then a name.
+		name := strings.TrimPrefix(written[1:], "-")
+		if name == "" || name[0] == '-' {
+			return nil, fmt.Errorf("bad flag syntax: %s %s; see 'warden %s --help'", a, flagSyntax, commandName(cliContext))
+		}
+		f := flagNamed(cliContext.Command.Flags, name)
 		if f == nil {
 			return nil, fmt.Errorf("unknown flag %s; see 'warden %s --help'", written, commandName(cliContext))
 		}
@@ -210,8 +226,20 @@ func positional(cliContext *cli.Context) ([]string, error) {
 			return nil, fmt.Errorf("%s; see 'warden %s --help'", badValue(f, written, value, err.Error()), commandName(cliContext))
 		}
 	}
+	if cliContext.Bool("help") {
+		// What the CLI library prints for --help before the arguments.
+		cli.HelpPrinter(cliContext.App.Writer, cli.CommandHelpTemplate, cliContext.Command)
+		return nil, errHelpShown
+	}
+	if err := checkCount(cliContext, len(args), min, max, usage); err != nil {
+		return nil, err
+	}
 	return args, nil
 }
+
+// errHelpShown ends a command whose help positional printed: exit 0,
+// nothing more to say.
+var errHelpShown = &exitError{code: 0}
 
 // flagNamed is the flag among flags with the given name or alias, or nil.
 func flagNamed(flags []cli.Flag, name string) cli.Flag {
@@ -231,6 +259,9 @@ var (
 	noValueRE     = regexp.MustCompile(`^flag needs an argument: -(\S+)$`)
 )
 
+// flagSyntax is what "bad flag syntax" (---workspace) means to do.
+const flagSyntax = "(a flag starts with - or --; an argument that starts with - goes after --)"
+
 // usageError puts a bad command line in warden's words: the flag as it is
 // written (--timeout, -e), the value, and what would do. help is the
 // command whose --help to point to.
@@ -243,6 +274,8 @@ func usageError(err error, flags []cli.Flag, help string) error {
 		msg = "unknown flag " + dashed(m[1])
 	} else if m := noValueRE.FindStringSubmatch(msg); m != nil {
 		msg = "flag " + dashed(m[1]) + " needs a value"
+	} else if strings.HasPrefix(msg, "bad flag syntax: ") {
+		msg += " " + flagSyntax
 	}
 	return fmt.Errorf("%s; see '%s --help'", msg, help)
 }

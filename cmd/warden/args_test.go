@@ -52,6 +52,17 @@ func TestPositional(t *testing.T) {
 		{[]string{"a", "-w"}, "", "flag -w needs a value; see 'warden t --help'"},
 		{[]string{"a", "--nope", "x"}, "", "unknown flag --nope; see 'warden t --help'"},
 		{[]string{"a", "-f=maybe"}, "", `-f "maybe": use true or false; see 'warden t --help'`},
+		// After "--" everything is positional, also right after the
+		// command, where the CLI library would swallow the "--".
+		{[]string{"--", "--force"}, "[--force] w= f=false p=[]", ""},
+		{[]string{"--", "-f=true", "-w", "x"}, "[-f=true -w x] w= f=false p=[]", ""},
+		{[]string{"-w", "/w", "--", "-dash.toml"}, "[-dash.toml] w=/w f=false p=[]", ""},
+		{[]string{"-f", "--"}, "", "t: expected one or more things; see 'warden t --help'"},
+		{[]string{"-f"}, "", "t: expected one or more things; see 'warden t --help'"},
+		{[]string{"---workspace=x", "a"}, "", "bad flag syntax: ---workspace=x (a flag starts with - or --; an argument that starts with - goes after --); see 'warden t --help'"},
+		{[]string{"a", "--=x"}, "", "bad flag syntax: --=x"},
+		{[]string{"a", "-=x"}, "", "bad flag syntax: -=x"},
+		{[]string{"-dash.toml"}, "", "unknown flag -dash.toml; see 'warden t --help'"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			var got string
@@ -59,14 +70,15 @@ func TestPositional(t *testing.T) {
 				Name:                      "warden",
 				DisableSliceFlagSeparator: true,
 				Commands: []*cli.Command{{
-					Name: "t",
+					Name:            "t",
+					SkipFlagParsing: true,
 					Flags: []cli.Flag{
 						&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}},
 						&cli.BoolFlag{Name: "force", Aliases: []string{"f"}},
 						&cli.StringSliceFlag{Name: "policy", Aliases: []string{"p"}},
 					},
 					Action: func(cliContext *cli.Context) error {
-						args, err := positional(cliContext)
+						args, err := positional(cliContext, 1, -1, "one or more things")
 						if err != nil {
 							return err
 						}
@@ -127,11 +139,55 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"session", "ls", "--bogus"}, "unknown flag --bogus; see 'warden session ls --help'"},
 		{[]string{"--frob"}, "unknown flag --frob; see 'warden --help'"},
 		{[]string{"exec", "--session", "s", "--timeout"}, "flag --timeout needs a value; see 'warden exec --help'"},
+		{[]string{"session", "ls", "---format=json"}, "bad flag syntax: ---format=json (a flag starts with - or --; an argument that starts with - goes after --); see 'warden session ls --help'"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			if _, _, err := run(t, c.args...); err == nil || err.Error() != c.want {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// --help or -h after the arguments shows the command's help, as before
+// them, and exits 0 without running it; after "--" it is an argument.
+func TestPositionalHelp(t *testing.T) {
+	explain := "../../policies/web-fetch.toml"
+	for _, args := range [][]string{
+		{"policy", "explain", explain, "--help"},
+		{"policy", "explain", explain, "-h"},
+		{"policy", "explain", "--help"},
+		{"policy", "import", "x.md", "-h"},
+		{"session", "rm", "some-id", "--help"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			stdout, _, err := run(t, args...)
+			if exitCode(err) != 0 || !strings.Contains(stdout, "USAGE:\n   warden "+strings.Join(args[:2], " ")) || strings.Contains(stdout, "policy web-fetch") {
+				t.Fatalf("error %v, stdout %q; want the command's help", err, stdout)
+			}
+		})
+	}
+	if _, _, err := run(t, "policy", "explain", "--", "--help"); err == nil || !strings.Contains(err.Error(), "--help") {
+		t.Errorf("policy explain -- --help: %v; want --help read as a file", err)
+	}
+}
+
+// A policy file whose name starts with a dash is read after "--".
+func TestPositionalDashFile(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile("../../policies/web-fetch.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "-dash.toml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	stdout, _, err := run(t, "policy", "explain", "-w", dir, "--", "-dash.toml")
+	if err != nil || !strings.Contains(stdout, "policy web-fetch") {
+		t.Fatalf("policy explain -- -dash.toml: %v, stdout %q", err, stdout)
+	}
+	if _, _, err := run(t, "policy", "explain", "-dash.toml"); err == nil || !strings.HasPrefix(err.Error(), "unknown flag -dash.toml") {
+		t.Errorf("policy explain -dash.toml: %v; want an unknown flag", err)
 	}
 }

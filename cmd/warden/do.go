@@ -36,6 +36,11 @@ var doCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
+		// Before the sandbox: a command whose audit line cannot be
+		// written does not run.
+		if err := rt.OpenAudit(); err != nil {
+			return err
+		}
 		s, err := rt.Create(runtime.SessionConfig{ID: "do-" + randomID(), Policy: p, Vars: vars})
 		if err != nil {
 			return err

@@ -20,7 +20,7 @@ var logsCommand = &cli.Command{
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "only this session `ID`"},
 		&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new lines"},
-		&cli.StringFlag{Name: "audit-log", Usage: "audit log `FILE` (default: the daemon's)"},
+		&cli.StringFlag{Name: "audit-log", Usage: "audit log `FILE` (default: /var/log/warden/audit.log for the default root, else ROOT/audit.log)"},
 	},
 	Action: func(cliContext *cli.Context) error {
 		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {

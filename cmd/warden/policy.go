@@ -116,19 +116,17 @@ func combineAction(cliContext *cli.Context, combine func(...*policies.Policy) (*
 }
 
 var policyImportCommand = &cli.Command{
-	Name:      "import",
-	Usage:     "convert a SKILL.md's permissions front matter into a warden policy",
-	ArgsUsage: "SKILL.md",
+	Name:            "import",
+	Usage:           "convert a SKILL.md's permissions front matter into a warden policy",
+	ArgsUsage:       "SKILL.md",
+	SkipFlagParsing: true, // see positional
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the policy to `FILE` (never overwritten) instead of stdout"},
 	},
 	Action: func(cliContext *cli.Context) error {
-		args, err := positional(cliContext)
+		args, err := positional(cliContext, 1, 1, "one SKILL.md file")
 		if err != nil {
 			return err
-		}
-		if len(args) != 1 {
-			return fmt.Errorf("%s: expected one SKILL.md file; see 'warden %s --help'", commandName(cliContext), commandName(cliContext))
 		}
 		p, err := policies.ImportSkill(args[0])
 		if err != nil {

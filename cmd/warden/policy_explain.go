@@ -15,15 +15,13 @@ import (
 )
 
 var policyExplainCommand = &cli.Command{
-	Name:      "explain",
-	Usage:     "say in plain words what a sandbox under a policy can read, write, run and reach",
-	ArgsUsage: "FILE",
-	Flags:     varFlags,
+	Name:            "explain",
+	Usage:           "say in plain words what a sandbox under a policy can read, write, run and reach",
+	ArgsUsage:       "FILE",
+	Flags:           varFlags,
+	SkipFlagParsing: true, // see positional
 	Action: func(cliContext *cli.Context) error {
-		if err := checkArgs(cliContext, 1, -1, "one or more policy files (merged)"); err != nil {
-			return err
-		}
-		files, err := positional(cliContext)
+		files, err := positional(cliContext, 1, -1, "one or more policy files (merged)")
 		if err != nil {
 			return err
 		}

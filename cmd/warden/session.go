@@ -117,20 +117,25 @@ var sessionListCommand = &cli.Command{
 }
 
 var sessionRemoveCommand = &cli.Command{
-	Name:      "rm",
-	Aliases:   []string{"remove"},
-	Usage:     "stop sessions and remove their state; workspaces are never touched",
-	ArgsUsage: "ID...",
+	Name:            "rm",
+	Aliases:         []string{"remove"},
+	Usage:           "stop sessions and remove their state; workspaces are never touched",
+	ArgsUsage:       "ID...",
+	SkipFlagParsing: true, // see positional
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "kill commands still running"},
 	},
 	Action: func(cliContext *cli.Context) error {
-		if err := checkArgs(cliContext, 1, -1, "one or more session ids"); err != nil {
-			return err
-		}
-		ids, err := positional(cliContext)
+		ids, err := positional(cliContext, 1, -1, "one or more session ids")
 		if err != nil {
 			return err
+		}
+		// A malformed id (a flag after --) names no session: say so before
+		// a daemon is started for it.
+		for _, id := range ids {
+			if err := runtime.CheckID(id); err != nil {
+				return err
+			}
 		}
 		c := client(cliContext)
 		failed := 0
