@@ -43,7 +43,7 @@ type Runtime struct {
 	// runs from.
 	Binary string
 
-	audit     *auditLog // egress decisions; see auditSink
+	audit     *auditLog // exec lines and egress decisions; see auditSink
 	auditOnce sync.Once
 	// gcMu keeps a daemon's gc apart from its creates, claims and pool
 	// starts: what gc finds in the state root and no live session
