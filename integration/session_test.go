@@ -724,6 +724,27 @@ func TestDevStdoutIsTheCallersPipe(t *testing.T) {
 			t.Errorf("writes to /dev/stdout and /dev/stderr: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
 		}
 	}
+	// Only in the direction it was passed: no writing into the caller's
+	// stdin, no reading what others write into its stdout.
+	in, feed, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feed.Close()
+	cmd := r.command("exec", "--session", id, "--", "sh", "-c",
+		"echo INJECTED >/dev/stdin && echo wrote-stdin; exec 3</dev/stdout && echo read-stdout; cat >/dev/null; echo still")
+	var out, errOut strings.Builder
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = in, &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	feed.Write([]byte("from the caller\n"))
+	feed.Close()
+	cmd.Wait()
+	if strings.Contains(out.String(), "wrote-stdin") || strings.Contains(out.String(), "read-stdout") {
+		t.Errorf("the sandbox opened the caller's pipes the other way: stdout %q, stderr %q", out.String(), errOut.String())
+	}
 	fifo := filepath.Join(tempDir(t), "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
@@ -737,7 +758,7 @@ func TestDevStdoutIsTheCallersPipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := r.command("exec", "--session", id, "--", "sh", "-c", "echo via-fd")
+	cmd = r.command("exec", "--session", id, "--", "sh", "-c", "echo via-fd")
 	cmd.Stdout = w
 	if err := cmd.Run(); err != nil {
 		t.Errorf("exec with a named pipe as stdout: %v", err)

@@ -121,10 +121,11 @@ func (s *Session) mountedFolder(inside string) (fileID, bool) {
 		return fileID{}, false
 	}
 	defer unix.Close(root)
-	// Resolved inside the sandbox's root, as the mounts were: a symlink
-	// the sandbox made cannot lead the look-up out of it.
+	// Resolved inside the sandbox's root, following no symlink at all: a
+	// path through a folder the sandbox can write (its /tmp) could
+	// otherwise be made to end at another of its mounts.
 	fd, err := unix.Openat2(root, inside, &unix.OpenHow{
-		Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+		Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS,
 	})
 	if err != nil {
 		return fileID{}, false

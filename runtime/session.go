@@ -974,9 +974,13 @@ func stdioFiles(in, out, errf *os.File) ([]*os.File, error) {
 // /dev/stdout, /dev/stderr or /dev/fd/N: a pipe belongs to the caller's
 // host user, whom the sandbox's user namespace does not map, so its mode
 // (0600) refused every such open (`echo error >/dev/stderr` failed in a
-// script). A pipe's mode matters for nothing else: reaching it by name
-// takes access to a process that holds it. Named pipes (FIFOs on disk),
-// files and terminals are left as they are.
+// script). Each pipe gets only the direction it was passed in (writing
+// for a write end, reading for a read end), so opening one by name gives
+// nothing its descriptor does not: the sandbox can neither write into the
+// caller's stdin nor read what others write into its stdout. A pipe's
+// mode matters for nothing else (reaching it by name takes access to a
+// process that holds it). Named pipes (FIFOs on disk), files, terminals
+// and pipes passed for both directions are left as they are.
 func openablePipes(fds []int) {
 	for _, fd := range fds {
 		var fs unix.Statfs_t
@@ -984,8 +988,21 @@ func openablePipes(fds []int) {
 		if unix.Fstatfs(fd, &fs) != nil || fs.Type != unix.PIPEFS_MAGIC || unix.Fstat(fd, &st) != nil {
 			continue
 		}
-		if st.Mode&0o666 != 0o666 {
-			unix.Fchmod(fd, st.Mode&0o7777|0o666)
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		if err != nil {
+			continue
+		}
+		var bit uint32
+		switch flags & unix.O_ACCMODE {
+		case unix.O_WRONLY:
+			bit = 0o002
+		case unix.O_RDONLY:
+			bit = 0o004
+		default:
+			continue
+		}
+		if st.Mode&bit == 0 {
+			unix.Fchmod(fd, st.Mode&0o7777|bit)
 		}
 	}
 }
