@@ -373,3 +373,33 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*countingWriter)(nil)
+
+// auditRecord is the part of an audit line the tests read.
+type auditRecord struct {
+	Event      string    `json:"event"`
+	Session    string    `json:"session"`
+	Policy     string    `json:"policy"`
+	PolicyHash string    `json:"policyHash"`
+	Argv       []string  `json:"argv"`
+	Cwd        string    `json:"cwd"`
+	Exit       *int      `json:"exit"`
+	Time       time.Time `json:"time"`
+}
+
+// logs runs `warden logs` with args and decodes its lines.
+func (r *wardenRoot) logs(args ...string) ([]auditRecord, string) {
+	r.t.Helper()
+	res := r.warden(append([]string{"logs"}, args...)...)
+	if res.Exit != 0 {
+		r.t.Fatalf("logs: exit %d: %s", res.Exit, res.Stderr)
+	}
+	var recs []auditRecord
+	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		var rec auditRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			r.t.Fatalf("not a JSON line: %q: %v", line, err)
+		}
+		recs = append(recs, rec)
+	}
+	return recs, res.Stdout
+}

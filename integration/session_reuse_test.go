@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -179,27 +178,10 @@ func TestSessionDoAudit(t *testing.T) {
 	if res := r.warden("do", "--policy", p, "--workspace", ws, "--", "python3", "-c", "1"); res.Exit != 127 {
 		t.Errorf("do with a program outside exec.allow: exit %d", res.Exit)
 	}
-	res := r.warden("logs")
-	if res.Exit != 0 {
-		t.Fatalf("logs: exit %d: %s", res.Exit, res.Stderr)
-	}
-	type record struct {
-		Event      string    `json:"event"`
-		Session    string    `json:"session"`
-		Policy     string    `json:"policy"`
-		PolicyHash string    `json:"policyHash"`
-		Argv       []string  `json:"argv"`
-		Cwd        string    `json:"cwd"`
-		Exit       *int      `json:"exit"`
-		Time       time.Time `json:"time"`
-	}
-	var do []record
+	recs, text := r.logs()
+	var do []auditRecord
 	sessionLines := 0
-	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
-		var rec record
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("not a JSON line: %q: %v", line, err)
-		}
+	for _, rec := range recs {
 		switch {
 		case rec.Event == "exec" && strings.HasPrefix(rec.Session, "do-"):
 			do = append(do, rec)
@@ -208,7 +190,7 @@ func TestSessionDoAudit(t *testing.T) {
 		}
 	}
 	if len(do) != 2 || sessionLines != 1 {
-		t.Fatalf("%d exec lines of do and %d of the session, want 2 and 1:\n%s", len(do), sessionLines, res.Stdout)
+		t.Fatalf("%d exec lines of do and %d of the session, want 2 and 1:\n%s", len(do), sessionLines, text)
 	}
 	for i, want := range []struct {
 		argv string

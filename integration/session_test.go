@@ -3,7 +3,6 @@ package integration
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -815,24 +814,9 @@ func TestSessionAuditLog(t *testing.T) {
 	r.exec(id, nil, "sh", "-c", "exit 3")
 	r.exec(id, nil, "cat", "/dev/null")
 	r.exec(other, nil, "cat", "/dev/null")
-	res := r.warden("logs", "--session", id)
-	if res.Exit != 0 {
-		t.Fatalf("logs: exit %d: %s", res.Exit, res.Stderr)
-	}
-	type record struct {
-		Event      string   `json:"event"`
-		Session    string   `json:"session"`
-		Policy     string   `json:"policy"`
-		PolicyHash string   `json:"policyHash"`
-		Argv       []string `json:"argv"`
-		Exit       *int     `json:"exit"`
-	}
-	var execs []record
-	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
-		var rec record
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("not a JSON line: %q: %v", line, err)
-		}
+	recs, text := r.logs("--session", id)
+	var execs []auditRecord
+	for _, rec := range recs {
 		if rec.Session != id {
 			t.Errorf("logs --session %s printed a line of %s", id, rec.Session)
 		}
@@ -841,7 +825,7 @@ func TestSessionAuditLog(t *testing.T) {
 		}
 	}
 	if len(execs) != 2 {
-		t.Fatalf("%d exec lines, want 2:\n%s", len(execs), res.Stdout)
+		t.Fatalf("%d exec lines, want 2:\n%s", len(execs), text)
 	}
 	want := []struct {
 		argv string
