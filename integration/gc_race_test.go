@@ -2,7 +2,9 @@ package integration
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -88,5 +90,30 @@ func TestGCDuringCreates(t *testing.T) {
 		if err := do.Wait(); err != nil {
 			t.Errorf("do %d, run while gc ran: %v", i, err)
 		}
+	}
+}
+
+// TestSessionFoldersLocked: the process that runs a session holds a lock
+// on its folder, whether it started cold or was claimed from a pool, so
+// gc run by anyone leaves it alone.
+func TestSessionFoldersLocked(t *testing.T) {
+	r := newRoot(t)
+	policy := r.policy(poolPolicy)
+	cold := r.create("cold", policy, poolWorkspace(t))
+	r.fill(policy, 1)
+	r.waitPool(1)
+	claimed := r.create("claimed", policy, poolWorkspace(t))
+	if st := r.waitPool(1); st.Hits != 1 {
+		t.Fatalf("the second session did not come from the pool: %+v", st)
+	}
+	for _, id := range []string{cold, claimed} {
+		f, err := os.Open(filepath.Join(r.root, "sessions", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != syscall.EWOULDBLOCK {
+			t.Errorf("session %s: its folder is not locked by the daemon: flock %v", id, err)
+		}
+		f.Close()
 	}
 }

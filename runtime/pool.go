@@ -580,13 +580,20 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 			s.stopEgress()
 		}
 	}()
+	// Locked as a cold session's folder is (holdDir); the lock moves
+	// with the folder into sessions/.
+	hold, err := holdDir(dir, true)
+	if err != nil {
+		return nil, err
+	}
 	if err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, rt.sessionDir(cfg.ID), unix.RENAME_NOREPLACE); err != nil {
+		hold.Close()
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%w: %s", ErrSessionExists, cfg.ID)
 		}
 		return nil, err
 	}
-	s.home = ""
+	s.home, s.hold = "", hold
 	return s, nil
 }
 
