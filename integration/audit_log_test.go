@@ -26,6 +26,8 @@ func TestAuditLogNotRegular(t *testing.T) {
 		{"fifo", func(path, _ string) error { return syscall.Mkfifo(path, 0o600) }, "is a named pipe (FIFO), not a regular file; remove it"},
 		{"symlink", func(path, target string) error { return os.Symlink(target, path) }, "is a symbolic link, not a regular file; warden does not follow it: remove the link"},
 		{"dir", func(path, _ string) error { return os.Mkdir(path, 0o700) }, "is a directory, not a regular file; remove it"},
+		// (looked at, not opened: opening a device has effects of its own)
+		{"device", func(path, _ string) error { return syscall.Mknod(path, syscall.S_IFCHR|0o600, 1<<8|3) }, "is a device, not a regular file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRoot(t)

@@ -70,28 +70,37 @@ func openAudit(path string) (*auditLog, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	// Looked at before it is opened for writing: opening a device node
+	// (or a terminal, or a FIFO) has effects of its own.
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		var made int
+		made, err = unix.Open(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err == nil {
+			return &auditLog{f: os.NewFile(uintptr(made), path)}, nil
+		}
+		if !errors.Is(err, unix.EEXIST) {
+			return nil, notRegular(path, err)
+		}
+		fd, err = unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0) // made meanwhile
+	}
 	if err != nil {
 		return nil, notRegular(path, err)
 	}
+	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
 		return nil, notRegular(path, nil)
 	}
-	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-	if err == nil {
-		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags&^unix.O_NONBLOCK)
-	}
+	// The very file looked at, whatever replaced the name meanwhile.
+	wfd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC, 0)
 	if err != nil {
-		unix.Close(fd)
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &auditLog{f: os.NewFile(uintptr(fd), path)}, nil
+	return &auditLog{f: os.NewFile(uintptr(wfd), path)}, nil
 }
 
 // notRegular says what stands at path instead of a regular file (or why
