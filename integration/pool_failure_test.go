@@ -80,3 +80,35 @@ func TestPoolStartFailureBacksOff(t *testing.T) {
 		t.Errorf("pool after the cause is gone and a new fill: %+v", st)
 	}
 }
+
+// TestPoolMismatchBacksOff: a pool whose skill folder moves away after the
+// fill starts sandboxes that no longer match it. That counts as a failed
+// start, said in pool status and backed off, not a sandbox thrown away
+// and started again at once, forever.
+func TestPoolMismatchBacksOff(t *testing.T) {
+	r := newRoot(t)
+	skill := tempDir(t)
+	policy := r.policy("name = \"moved\"\n[fs]\nread = [\"$SKILL_DIR\"]\nwrite = [\"$WORK_DIR\"]\n[exec]\nallow = [\"sh\"]\n")
+	if res := r.warden("pool", "fill", "--policy", policy, "--size", "1", "--skill-dir", skill); res.Exit != 0 {
+		t.Fatalf("pool fill: exit %d: %s", res.Exit, res.Stderr)
+	}
+	r.waitPool(1)
+	// A claim makes the pool refill; the folder goes meanwhile.
+	if res := r.warden("session", "create", "--policy", policy, "--workspace", tempDir(t), "--skill-dir", skill); res.Exit != 0 {
+		t.Fatalf("session create: exit %d: %s", res.Exit, res.Stderr)
+	}
+	moved := skill + ".moved"
+	if err := os.Rename(skill, moved); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Rename(moved, skill) })
+	time.Sleep(4 * time.Second)
+	st := r.poolStatus()
+	if len(st) != 1 || !strings.Contains(st[0].Error, "no longer matches the pool") {
+		t.Fatalf("pool status after the skill folder moved: %+v; want the mismatch as its error", st)
+	}
+	log, _ := os.ReadFile(filepath.Join(r.root, "daemon.log"))
+	if n := strings.Count(string(log), "no longer matches the pool"); n < 1 || n > 4 {
+		t.Errorf("%d failed starts logged in 4 s, want 1 to 4 (backed off):\n%s", n, log)
+	}
+}

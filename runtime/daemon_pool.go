@@ -445,6 +445,16 @@ func (ps *pools) startOne(ctx context.Context, pl *pool, id string) {
 		ps.rt.gcMu.RUnlock()
 		current := ps.byName[pl.name] == pl && pl.policy != nil
 		pl.attempts++
+		if err == nil && current && key == pl.key && pc.Key != key {
+			// The pool did not change, yet what it starts does not match
+			// it (its skill folder moved away): a failure, backed off like
+			// any other, not a start to throw away and repeat at once.
+			ps.mu.Unlock()
+			pc.close()
+			ps.rt.destroyPooled(pc.ID)
+			ps.mu.Lock()
+			err = errors.New("a sandbox it started no longer matches the pool (its policy file or folders changed since `pool fill`); fill it again")
+		}
 		switch {
 		case err != nil:
 			pl.failures++

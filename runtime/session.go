@@ -918,6 +918,9 @@ func (s *Session) commandEnv(caller, extra []string) ([]string, error) {
 		if _, set := s.policy.Env.Set[name]; set {
 			return nil, fmt.Errorf("--env %s: the policy sets it (env.set); a command cannot change it", name)
 		}
+		if len(s.policy.Network.Allow) > 0 && slices.ContainsFunc([]string{"http_proxy", "https_proxy", "all_proxy", "no_proxy"}, func(p string) bool { return strings.EqualFold(p, name) }) {
+			return nil, fmt.Errorf("--env %s: warden sets the proxy variables to its egress proxy; they cannot be passed", name)
+		}
 		if !allowed[name] {
 			return nil, fmt.Errorf("--env %s: not in the policy's env.allow; add it there to pass it", name)
 		}
