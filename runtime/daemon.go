@@ -331,7 +331,7 @@ func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSe
 		return s, nil
 	}
 	if c == nil || c.PolicyTOML == "" {
-		return nil, fmt.Errorf("%w: %s; create it with `warden session create --id %s --policy FILE`, or pass --policy to exec", ErrNoSession, id, id)
+		return nil, fmt.Errorf("%w: %s; create it with `warden session create --id %s --policy FILE --workspace DIR`, or pass --policy (and --workspace) to exec", ErrNoSession, id, id)
 	}
 	p, err := policies.Parse(id+" policy", []byte(c.PolicyTOML))
 	if err != nil {
