@@ -758,7 +758,18 @@ var ErrSandboxStopped = errors.New("its sandbox has stopped (its agent died)")
 // or its container was removed behind warden's back.
 func (s *Session) stopped() bool {
 	st, err := s.container.Status()
-	return err != nil || st == libcontainer.Stopped
+	if err == nil {
+		return st == libcontainer.Stopped
+	}
+	// A status that cannot be read (it reads a cgroup file) proves
+	// nothing: the sandbox is gone only if its agent does not answer
+	// either, and gc must never reap a live one.
+	conn, err := dialPacket(s.socketPath())
+	if err != nil {
+		return true
+	}
+	conn.Close()
+	return false
 }
 
 // ErrTimeoutTooLong is returned for a timeout above the policy's.
