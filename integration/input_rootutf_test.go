@@ -272,15 +272,17 @@ func TestExecTimeoutBounds(t *testing.T) {
 	expectOK(t, r.exec(id, []string{"--timeout", "10s"}, "true"))
 }
 
-// TestListMakesNoRoot: listing the sessions of a root that does not exist
+// TestListMakesNoRoot: listing the sessions (or pools) of a root that does not exist
 // (a mistyped --root) shows none and leaves neither the root nor a daemon
 // behind; on a live root it lists its sessions.
 func TestListMakesNoRoot(t *testing.T) {
 	root := filepath.Join(tempDir(t), "typo")
-	for _, format := range []string{"table", "json"} {
-		res := runWarden(t, nil, "--root", root, "session", "ls", "--format", format)
-		if res.Exit != 0 || (format == "json" && strings.TrimSpace(res.Stdout) != "[]") {
-			t.Errorf("session ls --format %s on a missing root: exit %d, stdout %q, stderr %q", format, res.Exit, res.Stdout, res.Stderr)
+	for _, list := range [][]string{{"session", "ls"}, {"pool", "status"}} {
+		for _, format := range []string{"table", "json"} {
+			res := runWarden(t, nil, append([]string{"--root", root}, append(list, "--format", format)...)...)
+			if res.Exit != 0 || (format == "json" && strings.TrimSpace(res.Stdout) != "[]") {
+				t.Errorf("%s --format %s on a missing root: exit %d, stdout %q, stderr %q", list, format, res.Exit, res.Stdout, res.Stderr)
+			}
 		}
 	}
 	if _, err := os.Lstat(root); !os.IsNotExist(err) {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"text/tabwriter"
 
@@ -87,9 +89,13 @@ var poolStatusCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		r, err := client(cliContext).Call(runtime.Request{Op: "pool.status"})
-		if err != nil {
-			return err
+		// No state root, no pools: as `session ls`, it makes neither the
+		// root nor a daemon.
+		var r runtime.Reply
+		if c := client(cliContext); !errors.Is(statErr(c.Root), fs.ErrNotExist) {
+			if r, err = c.Call(runtime.Request{Op: "pool.status"}); err != nil {
+				return err
+			}
 		}
 		return printPools(cliContext, r.Pools, format)
 	},
