@@ -316,15 +316,22 @@ func commandProcesses(id, text string) []int {
 	return pids
 }
 
-// waitStarted waits until a command whose command line holds text runs
-// in the session: a client that was started has not necessarily reached
-// the sandbox yet.
-func (r *wardenRoot) waitStarted(id, text string) {
+// waitStarted waits until a program named comm runs in the session (by
+// its /proc comm, not its command line: the agent's own command line
+// names the programs the policy allows): a client that was started has
+// not necessarily reached the sandbox yet.
+func (r *wardenRoot) waitStarted(id, comm string) {
 	r.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(commandProcesses(id, text)) == 0 {
+	for {
+		for _, pid := range cgroupProcesses(id) {
+			name, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+			if strings.TrimSpace(string(name)) == comm {
+				return
+			}
+		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("no command %q started in session %s", text, id)
+			r.t.Fatalf("no %s started in session %s", comm, id)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
