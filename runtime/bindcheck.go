@@ -36,17 +36,15 @@ func openSource(source string) (int, error) {
 	return fd, err
 }
 
-// pinBinds records the file behind each bind mount's source; of several
-// mounts on one destination, the last is the one that shows.
+// pinBinds records the file behind every bind mount's source. Each one
+// is checked after the start, so a bind hidden by a later mount at the
+// same place (which spec.Tighten refuses) fails the check rather than
+// going unchecked.
 func pinBinds(mounts []specs.Mount, skip func(source string) bool) ([]pinnedBind, error) {
-	last := map[string]int{}
-	for i, m := range mounts {
-		last[m.Destination] = i
-	}
 	var pins []pinnedBind
-	for i, m := range mounts {
+	for _, m := range mounts {
 		bind := m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind")
-		if !bind || last[m.Destination] != i || skip(m.Source) {
+		if !bind || skip(m.Source) {
 			continue
 		}
 		fd, err := openSource(m.Source)

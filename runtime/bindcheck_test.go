@@ -50,11 +50,12 @@ func TestPinBinds(t *testing.T) {
 	if err := checkBinds(os.Getpid(), pins); err == nil || !strings.Contains(err.Error(), "replaced") {
 		t.Errorf("the destination shows another folder: %v, want it caught", err)
 	}
-	// Of two mounts on one place only the last shows; skipped sources are
-	// not pinned.
-	two := append(bind(other, "/d"), bind(filepath.Join(ws, "out.d"), "/d")...)
-	pins, err = pinBinds(two, func(s string) bool { return s == other })
-	if err != nil || len(pins) != 1 {
-		t.Fatalf("two mounts on one place: %v, %v", pins, err)
+	// Every bind is pinned, a hidden one too (its check then fails
+	// closed); skipped sources are not pinned.
+	os.Mkdir(filepath.Join(ws, "out.d"), 0o755)
+	three := append(append(bind(other, "/d"), bind(filepath.Join(ws, "out.d"), "/d")...), bind(ws, "/e")...)
+	pins, err = pinBinds(three, func(s string) bool { return s == other })
+	if err != nil || len(pins) != 2 || pins[0].dest != "/d" || pins[1].dest != "/e" {
+		t.Fatalf("binds on one place and another: %v, %v", pins, err)
 	}
 }

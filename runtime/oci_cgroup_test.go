@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,18 +23,25 @@ func TestCgroupDirs(t *testing.T) {
 33 25 0:30 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd
 `
 	self := "5:pids:/outer/caller\n4:memory:/caller\n3:cpu,cpuacct:/\n1:name=systemd:/user.slice\n0::/u\n"
-	rel := cgroupDirs(mountinfo, self, "victimcg")
+	dirs := func(places []cgroupPlace) []string {
+		var out []string
+		for _, p := range places {
+			out = append(out, p.dir)
+		}
+		return out
+	}
+	rel := dirs(cgroupDirs(mountinfo, self, "victimcg"))
 	for _, want := range []string{"/sys/fs/cgroup/memory/caller/victimcg", "/sys/fs/cgroup/cpu,cpuacct/victimcg", "/sys/fs/cgroup/pids/caller/victimcg", "/sys/fs/cgroup/systemd/user.slice/victimcg", "/sys/fs/cgroup/unified/victimcg", "/sys/fs/cgroup/unified/u/victimcg"} {
 		if !slices.Contains(rel, want) {
 			t.Errorf("relative: %s missing from %v", want, rel)
 		}
 	}
 	// cgroup2: beside the caller's own cgroup, under its parent.
-	beside := cgroupDirs(mountinfo, "0::/system.slice/containerd.service\n", "docker.service")
+	beside := dirs(cgroupDirs(mountinfo, "0::/system.slice/containerd.service\n", "docker.service"))
 	if !slices.Contains(beside, "/sys/fs/cgroup/unified/system.slice/docker.service") {
 		t.Errorf("relative on cgroup2: the folder beside the caller's is missing from %v", beside)
 	}
-	abs := cgroupDirs(mountinfo, self, "/a/b")
+	abs := dirs(cgroupDirs(mountinfo, self, "/a/b"))
 	if !slices.Contains(abs, "/sys/fs/cgroup/memory/a/b") || !slices.Contains(abs, "/sys/fs/cgroup/pids/a/b") || len(abs) != 5 {
 		t.Errorf("absolute: %v", abs)
 	}
@@ -63,11 +72,28 @@ func TestCheckNewCgroup(t *testing.T) {
 	}
 	defer os.Remove(filepath.Join(own, name))
 	s := &specs.Spec{Linux: &specs.Linux{}}
-	for path, ok := range map[string]bool{name: false, "x/../" + name: false, ".": false, "/": false, name + "-new": true, "": true} {
+	for path, ok := range map[string]bool{name: false, "x/../" + name: false, ".": false, "/": false, name + "-new": true, "": true, name + "/inner": true} {
 		s.Linux.CgroupsPath = path
 		err := checkNewCgroup("warden-new-"+name, s, "p")
 		if ok != (err == nil) || err != nil && strings.Contains(err.Error(), "\n") {
 			t.Errorf("cgroupsPath %q: err %v, want ok %v", path, err, ok)
+		}
+	}
+	// Once the cgroup holds a process (a container's, a service's), a new
+	// cgroup inside it, at any depth, is refused.
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleep.Process.Kill(); sleep.Wait() }()
+	if err := os.WriteFile(filepath.Join(own, name, "cgroup.procs"), []byte(strconv.Itoa(sleep.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.WriteFile(filepath.Join(own, "cgroup.procs"), []byte(strconv.Itoa(sleep.Process.Pid)), 0o644)
+	for _, path := range []string{name + "/evil", name + "/a/b"} {
+		s.Linux.CgroupsPath = path
+		if err := checkNewCgroup("warden-new-"+name, s, "p"); err == nil || !strings.Contains(err.Error(), "holds processes") {
+			t.Errorf("cgroupsPath %q inside a cgroup with a process: err %v, want a refusal", path, err)
 		}
 	}
 }

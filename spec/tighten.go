@@ -445,7 +445,10 @@ var kernelFS = map[string]bool{"proc": false, "tmpfs": false, "devpts": false, "
 // the whole tree. Denied and read-only paths beneath a bind are masked or
 // made read-only inside. Other file systems: only the kernel's virtual
 // ones, procfs only at /proc and sysfs only at /sys, writable ones noexec,nosuid,nodev. Options
-// that would undo these (rw, exec, suid, dev, shared...) are removed.
+// that would undo these (rw, exec, suid, dev, shared...) are removed; an
+// option that is a verb on an existing mount (remount) or unknown for the
+// type is refused, and so are a mount at / and a destination used twice
+// (mountopts.go).
 func (t *tightener) mounts() error {
 	exp, err := expandLenient(t.p, t.o.Vars)
 	if err != nil {
@@ -455,6 +458,9 @@ func (t *tightener) mounts() error {
 	for i := range t.s.Mounts {
 		m := &t.s.Mounts[i]
 		before := slices.Clone(m.Options)
+		if err := t.checkMountOptions(*m); err != nil {
+			return err
+		}
 		if isBind(*m) {
 			if err := t.bind(m, exp, rules); err != nil {
 				return err
@@ -467,7 +473,7 @@ func (t *tightener) mounts() error {
 			t.changef("mounts: %s options %v -> %v", m.Destination, before, m.Options)
 		}
 	}
-	return nil
+	return t.checkDestinations()
 }
 
 func (t *tightener) kernelMount(m *specs.Mount) error {
@@ -826,6 +832,12 @@ func ClampResources(r *specs.LinuxResources, l policies.Limits, changef func(str
 		changef("resources: cpu quota %d/%d (the policy's %g cores)", quota, period, l.CPU)
 	}
 	r.CPU.Period, r.CPU.Quota = &period, &quota
+	// A burst lets unused quota pile up and be spent above the policy's
+	// cores.
+	if r.CPU.Burst != nil && *r.CPU.Burst > 0 {
+		r.CPU.Burst = nil
+		changef("resources: cpu burst dropped (it would run above the policy's quota)")
+	}
 	if r.CPU.RealtimeRuntime != nil || r.CPU.RealtimePeriod != nil {
 		r.CPU.RealtimeRuntime, r.CPU.RealtimePeriod = nil, nil
 		changef("resources: cpu real-time runtime and period dropped")

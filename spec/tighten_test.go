@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -495,7 +496,8 @@ func TestTightenSchedulingAndRealtime(t *testing.T) {
 	p := mustPolicy(t, "name = \"t\"\n")
 	s := engineConfig()
 	rt, per := int64(950000), uint64(1000000)
-	s.Linux.Resources.CPU = &specs.LinuxCPU{RealtimeRuntime: &rt, RealtimePeriod: &per}
+	burst := uint64(10_000_000)
+	s.Linux.Resources.CPU = &specs.LinuxCPU{RealtimeRuntime: &rt, RealtimePeriod: &per, Burst: &burst}
 	s.Linux.Resources.Unified = map[string]string{"memory.max": "max"}
 	s.Linux.Resources.HugepageLimits = []specs.LinuxHugepageLimit{{Pagesize: "2MB", Limit: 1 << 40}}
 	s.Process.Scheduler = &specs.Scheduler{Policy: specs.SchedFIFO, Priority: 99}
@@ -509,8 +511,8 @@ func TestTightenSchedulingAndRealtime(t *testing.T) {
 	if s.Process.Scheduler != nil || s.Process.IOPriority != nil || *s.Process.OOMScoreAdj != 0 {
 		t.Errorf("scheduler %+v, ioPriority %+v, oomScoreAdj %d kept", s.Process.Scheduler, s.Process.IOPriority, *s.Process.OOMScoreAdj)
 	}
-	if c := s.Linux.Resources.CPU; c.RealtimeRuntime != nil || c.RealtimePeriod != nil {
-		t.Errorf("cpu real-time budget kept: %+v", c)
+	if c := s.Linux.Resources.CPU; c.RealtimeRuntime != nil || c.RealtimePeriod != nil || c.Burst != nil {
+		t.Errorf("cpu real-time budget or burst kept: %+v", c)
 	}
 	if len(s.Linux.Resources.Unified) != 0 || s.Linux.Resources.HugepageLimits[0].Limit != 0 {
 		t.Errorf("unified %v, hugepages %+v kept", s.Linux.Resources.Unified, s.Linux.Resources.HugepageLimits)
@@ -849,5 +851,50 @@ func TestTightenNetworkOwnerFiles(t *testing.T) {
 		if ok != (err == nil) {
 			t.Errorf("joining %s's IPC, binding %s: err %v, want ok %v", x, filepath.Base(src), err, ok)
 		}
+	}
+}
+
+// A mount entry may only describe a new mount: "remount" (in any mount
+// type, alone or inside a comma list) and options unknown for the type
+// are refused, as are a mount at / and two mounts at one destination;
+// the options engines write are accepted.
+func TestTightenMountVerbs(t *testing.T) {
+	grant := t.TempDir()
+	p := mustPolicy(t, "name = \"t\"\n[fs]\nwrite = ["+strconv.Quote(grant)+"]\n")
+	tmpfs := func(dst string, opts ...string) specs.Mount {
+		return specs.Mount{Destination: dst, Type: "tmpfs", Source: "tmpfs", Options: opts}
+	}
+	for name, tc := range map[string]struct {
+		m    []specs.Mount
+		want string
+	}{
+		"remount tmpfs":          {[]specs.Mount{tmpfs("/x", "remount", "rw")}, `"remount"`},
+		"remount in a list":      {[]specs.Mount{tmpfs("/x", "ro,remount")}, `"remount"`},
+		"remount mqueue":         {[]specs.Mount{{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"remount"}}}, `"remount"`},
+		"remount devpts":         {[]specs.Mount{{Destination: "/dev/pts2", Type: "devpts", Source: "devpts", Options: []string{"remount", "rw"}}}, `"remount"`},
+		"remount bind":           {[]specs.Mount{bind(grant, "/w", "remount")}, `"remount"`},
+		"unknown tmpfs data":     {[]specs.Mount{tmpfs("/x", "foo=bar")}, `option "foo=bar" is not accepted for a tmpfs`},
+		"data on a bind":         {[]specs.Mount{bind(grant, "/w", "size=1m")}, `is not accepted for a bind`},
+		"data on sysfs":          {[]specs.Mount{{Destination: "/sys/x", Type: "sysfs", Source: "sysfs", Options: []string{"x"}}}, `not accepted`},
+		"mount at /":             {[]specs.Mount{tmpfs("/")}, "container's root"},
+		"mount at /.":            {[]specs.Mount{tmpfs("/.")}, "container's root"},
+		"same destination twice": {[]specs.Mount{bind(grant, "/w"), tmpfs("/w/")}, "destination of two mounts"},
+		"over an engine mount":   {[]specs.Mount{tmpfs("/dev/shm/")}, "destination of two mounts"},
+	} {
+		_, err := Tighten(engineConfig(tc.m...), p, TightenOptions{SameNamespace: notHost})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: err %v, want one line with %q", name, err, tc.want)
+		}
+	}
+	// What docker and containerd write passes.
+	ok := engineConfig(
+		bind(grant, "/w", "rprivate", "rw", "nosuid", "nodev", "noexec", "idmap"),
+		tmpfs("/run", "nosuid", "strictatime", "mode=755", "size=65536k", "tmpcopyup", "uid=1000", "gid=1000"),
+		specs.Mount{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+		specs.Mount{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"ro", "nosuid", "noexec", "nodev", "relatime"}},
+	)
+	ok.Mounts[2].Options = []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}
+	if _, err := Tighten(ok, p, TightenOptions{SameNamespace: notHost}); err != nil {
+		t.Fatalf("an engine's usual mount options: %v", err)
 	}
 }
