@@ -166,3 +166,42 @@ func TestOCIPolicyCgroupInsideAnother(t *testing.T) {
 		t.Fatalf("a cgroup of its own beside the victim's: exit %d, %q", r.Exit, r.Stderr)
 	}
 }
+
+// root.path naming a host folder is refused under a policy (the container
+// would read what no grant gives); a root in the bundle, or a file system
+// mounted for the container elsewhere (as docker's overlay2/ID/merged),
+// works.
+func TestOCIPolicyHostFolderRoot(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := escapePolicy(t, tempDir(t), "")
+	for _, root := range []string{"/etc", "/root", "/usr/share/../share"} {
+		id := "oci-" + randomHex(4)
+		b := busyboxBundle(t, id, func(s *specs.Spec) {
+			s.Root.Path = root
+			s.Process.Args = []string{"/bin/busybox", "ls", "/"}
+		})
+		if r := o.warden(t, "--policy", policy, "run", "--bundle", b, id); r.Exit != 125 || !strings.Contains(r.Stderr, "a folder of the host's") || r.Stdout != "" {
+			t.Errorf("root.path %s under a policy: exit %d, %q %q", root, r.Exit, r.Stdout, r.Stderr)
+		}
+		o.warden(t, "delete", "--force", id)
+	}
+	snapshot := filepath.Join(privateTmpfs(t), "merged")
+	b := busyboxBundle(t, "oci-image", nil)
+	if r := run(t, nil, "cp", "-a", filepath.Join(b, "rootfs"), snapshot); r.Exit != 0 {
+		t.Fatal(r.Stderr)
+	}
+	if r := run(t, nil, "mount", "--bind", snapshot, snapshot); r.Exit != 0 {
+		t.Fatal(r.Stderr)
+	}
+	t.Cleanup(func() { run(t, nil, "umount", snapshot) })
+	for _, root := range []string{"rootfs", snapshot} {
+		id := "oci-" + randomHex(4)
+		b := busyboxBundle(t, id, func(s *specs.Spec) {
+			s.Root.Path = root
+			s.Process.Args = []string{"echo", "own-root"}
+		})
+		if r := o.warden(t, "--policy", policy, "run", "--bundle", b, id); r.Exit != 0 || strings.TrimSpace(r.Stdout) != "own-root" {
+			t.Errorf("root.path %s: exit %d, %q %q", root, r.Exit, r.Stdout, r.Stderr)
+		}
+	}
+}

@@ -330,7 +330,7 @@ func allIn(want, have []string) bool {
 }
 
 // tighten applies the container's policy to its spec.
-func (o *OCI) tighten(id string, s *specs.Spec) (*policyRecord, error) {
+func (o *OCI) tighten(id, bundle string, s *specs.Spec) (*policyRecord, error) {
 	p, file, err := o.choosePolicy(s)
 	if err != nil || p == nil {
 		return nil, err
@@ -343,6 +343,7 @@ func (o *OCI) tighten(id string, s *specs.Spec) (*policyRecord, error) {
 		Vars:           policies.Vars{SkillDir: filepath.Dir(file), Home: home},
 		Capabilities:   o.CapAllow,
 		ID:             id,
+		Bundle:         bundle,
 		BindAllow:      o.BindAllow,
 		HookAllow:      o.HookAllow,
 		NamespaceOwner: o.namespaceOwner,
@@ -396,7 +397,7 @@ func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
 		s.Root.Path = filepath.Join(bundle, s.Root.Path)
 	}
 	absoluteBindSources(s, bundle)
-	rec, err := o.tighten(opts.ID, s)
+	rec, err := o.tighten(opts.ID, bundle, s)
 	if err != nil {
 		return -1, err
 	}

@@ -39,6 +39,9 @@ type TightenOptions struct {
 	// IsContainer reports whether id is a container in the runtime's own
 	// state root; nil: none is.
 	IsContainer func(id string) bool
+	// Bundle is the container's bundle folder: a root.path inside it is
+	// the container's own.
+	Bundle string
 	// ID is the container's id: the files an engine makes for it (docker's
 	// hosts, resolv.conf...) live in a folder of that name.
 	ID string
@@ -408,8 +411,13 @@ func sameAsOwnNamespace(typ specs.LinuxNamespaceType, path string) (bool, error)
 // rootfs: the container's root is read-only; a private /tmp (noexec, half
 // the memory limit) is added when the config has none.
 func (t *tightener) rootfs() error {
-	if real, err := filepath.EvalSymlinks(t.s.Root.Path); err == nil && real == "/" {
-		return fmt.Errorf("%w: root.path %s is the host's own root; a container under policy %s needs its own root file system", ErrInvalid, t.s.Root.Path, t.p.Name)
+	if real, err := filepath.EvalSymlinks(t.s.Root.Path); err == nil {
+		if real == "/" {
+			return fmt.Errorf("%w: root.path %s is the host's own root; a container under policy %s needs its own root file system", ErrInvalid, t.s.Root.Path, t.p.Name)
+		}
+		if !t.ownRoot(real) {
+			return fmt.Errorf("%w: root.path %s is a folder of the host's (neither inside the bundle nor a file system mounted for the container, as an engine's snapshot is); under policy %s a container's root is its own, the host's folders only through [fs] grants; put the root file system in the bundle", ErrInvalid, t.s.Root.Path, t.p.Name)
+		}
 	}
 	if t.s.Linux.IntelRdt != nil {
 		// A resctrl group may be the host's or another container's.
@@ -432,6 +440,27 @@ func (t *tightener) rootfs() error {
 		t.changef("mounts: private /tmp tmpfs added (noexec)")
 	}
 	return nil
+}
+
+// ownRoot reports whether a root file system (symlinks resolved) is the
+// container's own: inside the bundle (runc's bundle/rootfs, containerd's),
+// or the root of a file system mounted below the host's top-level folders
+// (docker's overlay2/ID/merged). Anything else is a host folder, which
+// would show the container what the policy never granted (root.path
+// "/home").
+func (t *tightener) ownRoot(real string) bool {
+	if t.o.Bundle != "" {
+		if bundle, err := filepath.EvalSymlinks(t.o.Bundle); err == nil {
+			if _, ok := under(real, bundle); ok {
+				return true
+			}
+		}
+	}
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, real, unix.AT_SYMLINK_NOFOLLOW, 0, &st); err != nil {
+		return false
+	}
+	return st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 && strings.Count(real, "/") >= 2
 }
 
 // kernelFS are the mount types a container may have besides binds; the

@@ -605,10 +605,21 @@ func TestTightenRootAndRdt(t *testing.T) {
 			t.Errorf("root.path %s: err %v, want a refusal", root, err)
 		}
 	}
+	// A host folder is not a root of the container's own; a folder in
+	// the bundle is, and so is a file system mounted for it.
+	bundle := t.TempDir()
+	for _, root := range []string{"/etc", "/home", "/usr/share", bundle} {
+		s := engineConfig()
+		s.Root.Path = root
+		if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, Bundle: filepath.Join(bundle, "b")}); err == nil || !strings.Contains(err.Error(), "a folder of the host's") {
+			t.Errorf("root.path %s: err %v, want a refusal", root, err)
+		}
+	}
 	s := engineConfig()
-	s.Root.Path = t.TempDir()
+	s.Root.Path = filepath.Join(bundle, "rootfs")
+	os.Mkdir(s.Root.Path, 0o755)
 	s.Linux.IntelRdt = &specs.LinuxIntelRdt{ClosID: "host-group"}
-	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, Bundle: bundle}); err != nil {
 		t.Fatalf("a root of its own: %v", err)
 	}
 	if s.Linux.IntelRdt != nil {
