@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -133,11 +134,26 @@ func (c *Checker) allows(path string, want Access) error {
 }
 
 // CheckNetwork returns nil if some network.allow pattern matches host:port.
+// A special address given as an IP literal (loopback, private, link-local,
+// metadata...) needs a rule that opens it, as in the egress proxy: "*:443"
+// or 0.0.0.0/0 alone do not. (Names are not resolved here; the proxy
+// checks the addresses they resolve to.)
 func (c *Checker) CheckNetwork(host string, port int) error {
+	lit, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	isAddr := err == nil
 	for _, h := range c.hosts {
-		if h.Match(host, port) {
+		if !h.Match(host, port) {
+			continue
+		}
+		if _, special := Classify(lit); !isAddr || !special {
 			return nil
 		}
+		for _, o := range c.hosts {
+			if o.Opens(lit, port, false) {
+				return nil
+			}
+		}
+		return fmt.Errorf("connect %s: %w: a special address needs a network.allow rule naming it", hostPort(host, port), ErrDenied)
 	}
 	return fmt.Errorf("connect %s: %w: no network.allow pattern matches", hostPort(host, port), ErrDenied)
 }

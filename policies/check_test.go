@@ -152,6 +152,38 @@ func TestCheckNetwork(t *testing.T) {
 	}
 }
 
+// "*:PORT" allows any host on the port, but a special address given as a
+// literal still needs a rule that names it, as in the egress proxy.
+func TestCheckNetworkAnyHost(t *testing.T) {
+	p, err := Parse("t.toml", []byte("name = \"t\"\n[network]\nallow = [\"*:443\", \"127.0.0.1:8080\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewChecker(p, Vars{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		host string
+		port int
+		ok   bool
+	}{
+		{"api.example.com", 443, true},
+		{"93.184.216.34", 443, true},
+		{"api.example.com", 80, false},
+		{"127.0.0.1", 443, false},
+		{"169.254.169.254", 443, false},
+		{"10.1.2.3", 443, false},
+		{"[::1]", 443, false},
+		{"127.0.0.1", 8080, true},
+	} {
+		err := c.CheckNetwork(tc.host, tc.port)
+		if tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrDenied) {
+			t.Errorf("CheckNetwork(%s, %d) = %v, want ok=%v", tc.host, tc.port, err, tc.ok)
+		}
+	}
+}
+
 func TestCheckExec(t *testing.T) {
 	c, _ := checkerFixture(t)
 	for _, tc := range []struct {

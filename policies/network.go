@@ -8,16 +8,19 @@ import (
 )
 
 // HostPattern is one network.allow entry: a host name, a "*.domain"
-// wildcard, an IP address or a CIDR range, and a port or any port.
+// wildcard, an IP address or a CIDR range, or any host ("*"), and a port
+// or any port.
 type HostPattern struct {
 	name     string       // lower-case, no trailing dot; "" for address patterns
 	wildcard bool         // name matches strict subdomains of name
+	any      bool         // every name and address; special addresses still need their own rule
 	prefix   netip.Prefix // for address patterns; a single address is a full-length prefix
 	port     int          // 0: any port
 }
 
 // ParseHostPattern reads "host:port", "*.domain:port", "1.2.3.4:port",
-// "10.0.0.0/8:port", "[::1]:port" or "[fd00::/8]:port"; port is 1-65535 or *.
+// "10.0.0.0/8:port", "[::1]:port", "[fd00::/8]:port" or "*:port" (any
+// host on that port); port is 1-65535 or *, except after a bare *.
 func ParseHostPattern(s string) (HostPattern, error) {
 	var h HostPattern
 	if s == "" {
@@ -53,6 +56,9 @@ func ParseHostPattern(s string) (HostPattern, error) {
 	}
 	if err := h.parseHost(host); err != nil {
 		return h, fmt.Errorf("%q: %v", s, err)
+	}
+	if h.any && h.port == 0 {
+		return h, fmt.Errorf("%q would allow every host on every port; name the port, e.g. \"*:443\"", s)
 	}
 	return h, nil
 }
@@ -108,7 +114,8 @@ func (h *HostPattern) parseHost(host string) error {
 	}
 	name := strings.TrimSuffix(strings.ToLower(host), ".")
 	if name == "*" {
-		return fmt.Errorf("a bare * would allow every host; list hosts, or use *.domain")
+		h.any = true
+		return nil
 	}
 	if rest, ok := strings.CutPrefix(name, "*."); ok {
 		h.wildcard = true
@@ -173,7 +180,13 @@ func (h HostPattern) Match(host string, port int) bool {
 		host = host[1 : len(host)-1]
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
+		if h.any {
+			return a.Zone() == ""
+		}
 		return h.name == "" && h.prefix.IsValid() && a.Zone() == "" && h.prefix.Contains(a.Unmap())
+	}
+	if h.any {
+		return checkHostName(host) == nil
 	}
 	if h.name == "" || checkHostName(host) != nil {
 		return false
@@ -185,7 +198,7 @@ func (h HostPattern) Match(host string, port int) bool {
 }
 
 // Prefix returns the address range of an IP or CIDR pattern; ok is false
-// for name patterns.
+// for name patterns and for "*" (which opens no special address).
 func (h HostPattern) Prefix() (prefix netip.Prefix, ok bool) {
 	return h.prefix, h.name == "" && h.prefix.IsValid()
 }
@@ -194,6 +207,8 @@ func (h HostPattern) Prefix() (prefix netip.Prefix, ok bool) {
 func (h HostPattern) String() string {
 	var host string
 	switch {
+	case h.any:
+		host = "*"
 	case h.wildcard:
 		host = "*." + h.name
 	case h.name != "":
@@ -231,6 +246,13 @@ func intersectPatterns(a, b HostPattern) (HostPattern, bool) {
 	}
 	var r HostPattern
 	switch {
+	case b.any:
+		r = a
+		if a.name == "" && !a.any && !opensAsMuch(netip.PrefixFrom(netip.IPv6Unspecified(), 0), a.prefix) {
+			return HostPattern{}, false
+		}
+	case a.any:
+		return intersectPatterns(b, a)
 	case a.name != "" && b.name != "":
 		switch {
 		case narrowerName(a, b):

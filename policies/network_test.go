@@ -10,6 +10,12 @@ func TestHostPatternMatch(t *testing.T) {
 		want    bool
 	}{
 		{"api.example.com:443", "api.example.com", 443, true},
+		{"*:443", "api.example.com", 443, true},
+		{"*:443", "localhost", 443, true}, // names resolve in the proxy, whose address checks refuse loopback
+		{"*:443", "93.184.216.34", 443, true},
+		{"*:443", "[2001:db8::1]", 443, true},
+		{"*:443", "api.example.com", 80, false},
+		{"*:443", "bad_host!", 443, false},
 		{"api.example.com:443", "API.Example.COM.", 443, true},
 		{"api.example.com:443", "api.example.com", 80, false},
 		{"api.example.com:443", "x.api.example.com", 443, false},
@@ -99,6 +105,16 @@ func TestIntersectPatterns(t *testing.T) {
 		{"10.0.0.0/8:*", "10.1.0.0/16:443", "10.1.0.0/16:443"},
 		{"10.1.2.3:22", "[::/0]:*", ""},
 		{"a.com:443", "1.2.3.4:443", ""},
+		// Any host: the other side's hosts on the common port; an address
+		// range keeps only what * itself would reach (no special address).
+		{"*:443", "a.com:*", "a.com:443"},
+		{"*:443", "*.a.com:443", "*.a.com:443"},
+		{"*:443", "*:443", "*:443"},
+		{"*:443", "*:80", ""},
+		{"*:443", "8.8.8.8:*", "8.8.8.8:443"},
+		{"*:443", "10.0.0.0/8:443", ""},
+		{"*:443", "127.0.0.1:*", ""},
+		{"*:443", "[::1]:443", ""},
 	} {
 		a, _ := ParseHostPattern(tc.a)
 		b, _ := ParseHostPattern(tc.b)
