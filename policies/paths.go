@@ -67,6 +67,18 @@ func normPath(s string) (string, error) {
 	if slices.Contains(strings.Split(s, "/"), "..") {
 		return "", fmt.Errorf("%q has a \"..\" component; write the path it means without it", orig)
 	}
+	// DIR/** is DIR and everything below it, which is what a rule on DIR
+	// means; any other glob would be taken as a literal file name by the
+	// mounts, so it is refused.
+	if rest, ok := strings.CutSuffix(s, "/**"); ok {
+		if rest == "" {
+			rest = "/"
+		}
+		s = rest
+	}
+	if i := strings.IndexAny(s, "*?["); i >= 0 {
+		return "", fmt.Errorf("%q: fs rules take no glob patterns except a trailing /** (DIR/** is DIR and everything below it, the same as DIR); name the folder or file", orig)
+	}
 	return path.Clean(s), nil
 }
 

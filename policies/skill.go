@@ -70,7 +70,8 @@ func parseSkill(file string, data []byte) (*Policy, error) {
 	if n := ft.get("description"); n != nil {
 		add("description", n)
 	}
-	if pn := ft.get("permissions"); pn != nil {
+	pn := ft.get("permissions")
+	if pn != nil {
 		d := &decoder{file: file}
 		pt, err := d.table(pn, "permissions", permissionKeys)
 		if err != nil {
@@ -85,7 +86,11 @@ func parseSkill(file string, data []byte) (*Policy, error) {
 			add(k, n)
 		}
 	}
-	return decode(file, &node{line: fm.line, val: root})
+	p, err := decode(file, &node{line: fm.line, val: root})
+	if err == nil && pn == nil {
+		return nil, &Error{File: file, Line: fm.line, Key: "permissions", Msg: "the skill declares no permissions (its front matter has no permissions:); warden does not guess what a skill needs: add permissions: with fs, network, exec, env or limits, or permissions: {} for a skill that needs nothing but the defaults"}
+	}
+	return p, err
 }
 
 // frontMatter returns the YAML between the first two "---" lines and the

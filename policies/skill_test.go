@@ -36,6 +36,27 @@ func TestImportSkill(t *testing.T) {
 	}
 }
 
+// The front matter of the integration plan imports as written: DIR/** is
+// the folder, "*:443" any host on the port.
+func TestImportSkillPlanExample(t *testing.T) {
+	p, err := ImportSkill("testdata/plan.SKILL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Policy{
+		Name:        "plan-example",
+		Description: "the front matter of the integration plan, as a skill author copies it",
+		FS:          FS{Read: []string{"$SKILL_DIR"}, Write: []string{"$WORK_DIR"}},
+		Exec:        Exec{Allow: []string{"curl", "jq"}},
+		Network:     Network{Allow: []string{"*:443", "*:80"}},
+		Env:         Env{Allow: []string{"LANG"}},
+		Limits:      DefaultLimits,
+	}
+	if !reflect.DeepEqual(p, want) {
+		t.Errorf("got  %+v\nwant %+v", p, want)
+	}
+}
+
 var skillErrorCases = []struct {
 	name string
 	src  string
@@ -48,7 +69,9 @@ var skillErrorCases = []struct {
 	{"empty front matter", "---\n---\n", 1, "", "empty front matter"},
 	{"yaml syntax", "---\nname: a\nb: c: d\n---\n", 3, "", "yaml front matter"},
 	{"front matter a list", "---\n- a\n---\n", 2, "", "want a mapping"},
-	{"missing name", "---\ndescription: x\n---\n", 0, "name", "missing"},
+	{"missing name", "---\ndescription: x\npermissions: {}\n---\n", 0, "name", "missing"},
+	{"no permissions", "---\nname: a\ndescription: x\n---\n", 2, "permissions", "declares no permissions"},
+	{"glob in fs", "---\nname: a\npermissions:\n  fs:\n    read: [\"$SKILL_DIR/*.md\"]\n---\n", 5, "permissions.fs.read[0]", "no glob patterns except a trailing /**"},
 	{"bad name", "---\nname: \"web fetch!\"\n---\n", 2, "name", "bad name"},
 	{"unknown permission", "---\nname: a\npermissions:\n  fs: {}\n  netwrok: []\n---\n", 5, "permissions.netwrok", "valid keys in permissions are fs, network, exec, env, limits"},
 	{"permissions a list", "---\nname: a\npermissions: [fs]\n---\n", 3, "permissions", "want a table"},

@@ -74,6 +74,8 @@ type Bundle struct {
 	Masks []Entry
 	// Warnings say what the policy names but this host lacks.
 	Warnings []string
+	// MissingPrograms are exec.allow entries this host does not have.
+	MissingPrograms []string
 	// Absent are the sandbox paths of fs.deny rules that do not exist on
 	// the host and that no grant lets the sandbox create: nothing to mask.
 	Absent []string

@@ -73,7 +73,7 @@ func checkPolicy(file string, host spec.Host) (*policies.Policy, error) {
 	}
 	defer os.Remove(placeholder)
 	home, _ := os.UserHomeDir()
-	_, err = spec.Generate(spec.Options{
+	b, err := spec.Generate(spec.Options{
 		Policy:      p,
 		Vars:        policies.Vars{SkillDir: skillDir, WorkDir: placeholder, DataDir: placeholder, Home: home},
 		Host:        host,
@@ -82,6 +82,9 @@ func checkPolicy(file string, host spec.Host) (*policies.Policy, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if len(b.MissingPrograms) > 0 {
+		return nil, fmt.Errorf("%s: exec.allow: %q is not installed on this host (a run would fail with 127); install it, or remove it from exec.allow", file, b.MissingPrograms[0])
 	}
 	return p, nil
 }

@@ -67,7 +67,8 @@ func explain(w io.Writer, p *policies.Policy, b *spec.Bundle) {
 		fmt.Fprintln(w, "  nothing")
 	} else {
 		fmt.Fprintf(w, "  only %s\n", strings.ReplaceAll(allowed, ":", " "))
-		fmt.Fprintln(w, "  (an allowed interpreter such as sh or python3 runs any script it is given)")
+		fmt.Fprintln(w, "  (sh is always there to run command strings such as sh -c \"curl … | jq …\"; it can start only the programs listed;")
+		fmt.Fprintln(w, "  an allowed interpreter such as sh or python3 runs any script it is given)")
 	}
 
 	fmt.Fprintln(w, "\nnetwork:")
