@@ -165,7 +165,8 @@ func hostPort(host string, port int) string {
 	return fmt.Sprintf("%s:%d", host, port)
 }
 
-// CheckExec returns nil if the policy lets name run. A bare name must be
+// CheckExec returns nil if the policy lets name run (under exec.workspace,
+// also a path under the work directory). A bare name must be
 // listed; the caller is expected to look it up in SystemBinDirs, not in a
 // PATH that could include the workspace. A path (relative ones resolve
 // against the work directory) is allowed if listed, or if it is a listed
@@ -202,6 +203,10 @@ func (c *Checker) CheckExec(name string) error {
 
 func (c *Checker) execPathAllowed(path string) bool {
 	if slices.Contains(c.execAbs, path) {
+		return true
+	}
+	// exec.workspace: what the sandbox writes into its workspace runs.
+	if c.exec.Workspace && c.workDir != "" && isUnder(path, c.workDir) {
 		return true
 	}
 	return slices.Contains(SystemBinDirs, filepath.Dir(path)) && slices.Contains(c.exec.Allow, filepath.Base(path))

@@ -106,20 +106,30 @@ func composeFS(ps []*Policy, union bool) FS {
 }
 
 func composeExec(ps []*Policy, union bool) Exec {
+	// Running what the sandbox wrote: any skill's opt-in in a union,
+	// every side's in an intersection.
+	workspace := !union
+	for _, p := range ps {
+		if union {
+			workspace = workspace || p.Exec.Workspace
+		} else {
+			workspace = workspace && p.Exec.Workspace
+		}
+	}
 	var lists [][]string
 	for _, p := range ps {
 		if p.Exec.All {
 			if union {
-				return Exec{All: true}
+				return Exec{All: true, Workspace: workspace}
 			}
 			continue // All ∩ X = X
 		}
 		lists = append(lists, p.Exec.Allow)
 	}
 	if len(lists) == 0 {
-		return Exec{All: true}
+		return Exec{All: true, Workspace: workspace}
 	}
-	return Exec{Allow: combineSets(lists, union)}
+	return Exec{Allow: combineSets(lists, union), Workspace: workspace}
 }
 
 // combineSets returns the sorted union or intersection of string sets,

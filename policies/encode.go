@@ -28,9 +28,14 @@ func (p *Policy) TOML() ([]byte, error) {
 		writeList(&b, "write", sortedPaths(p.FS.Write))
 		writeList(&b, "deny", sortedPaths(p.FS.Deny))
 	}
-	if !p.Exec.All {
+	if !p.Exec.All || p.Exec.Workspace {
 		b.WriteString("\n[exec]\n")
-		fmt.Fprintf(&b, "allow = %s\n", tomlList(sorted(p.Exec.Allow)))
+		if !p.Exec.All {
+			fmt.Fprintf(&b, "allow = %s\n", tomlList(sorted(p.Exec.Allow)))
+		}
+		if p.Exec.Workspace {
+			b.WriteString("workspace = true\n")
+		}
 	}
 	if len(p.Network.Allow) > 0 {
 		b.WriteString("\n[network]\n")

@@ -47,7 +47,7 @@ func Parse(filename string, data []byte) (*Policy, error) {
 var (
 	topKeys    = []string{"name", "description", "fs", "exec", "network", "env", "limits"}
 	fsKeys     = []string{"read", "write", "deny"}
-	execKeys   = []string{"allow"}
+	execKeys   = []string{"allow", "workspace"}
 	netKeys    = []string{"allow"}
 	envKeys    = []string{"allow", "set"}
 	limitsKeys = []string{"memory", "pids", "cpu", "timeout", "idle"}
@@ -245,6 +245,13 @@ func decodeExec(d *decoder, t *table, p *Policy) error {
 	if err != nil {
 		return err
 	}
+	if wn := et.get("workspace"); wn != nil {
+		w, ok := wn.val.(bool)
+		if !ok {
+			return d.errf(wn, "wrong type: got %s, want true or false", typeName(wn.val))
+		}
+		p.Exec.Workspace = w
+	}
 	an := et.get("allow")
 	if an == nil {
 		return nil
@@ -254,7 +261,7 @@ func decodeExec(d *decoder, t *table, p *Policy) error {
 		return err
 	}
 	sort.Strings(list)
-	p.Exec = Exec{All: false, Allow: list}
+	p.Exec.All, p.Exec.Allow = false, list
 	return nil
 }
 

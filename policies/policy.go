@@ -33,6 +33,10 @@ type Exec struct {
 	// binary directories) or by absolute path. Used only when All is false;
 	// an empty Allow with All false lets nothing run.
 	Allow []string
+	// Workspace lets programs the sandbox writes into its workspace and
+	// its /tmp run (a coding agent's builds and tests): those places lose
+	// noexec, and the exec rules let them run. Off by default.
+	Workspace bool
 }
 
 // Network lists host:port patterns the sandbox may reach through the

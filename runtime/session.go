@@ -366,6 +366,9 @@ func agentArgs(s *specs.Spec) []string {
 	if s.Annotations[spec.AnnotationExecAllow] != "*" {
 		args = append(args, "--hidden-programs", hiddenProgramsFile)
 	}
+	if dirs := s.Annotations[spec.AnnotationExecWritable]; dirs != "" {
+		args = append(args, "--exec-dirs", dirs)
+	}
 	return args
 }
 

@@ -160,6 +160,9 @@ func (g *generator) annotations() error {
 	if !p.Exec.All {
 		a[AnnotationExecAllow] = strings.Join(g.execPaths, ":")
 	}
+	if p.Exec.Workspace {
+		a[AnnotationExecWritable] = strings.Join(ExecWritablePaths, ":")
+	}
 	g.b.Spec.Annotations = a
 	return nil
 }

@@ -38,6 +38,9 @@ var (
 	// not become a way to run an unlisted binary.
 	roBindNoexec = []string{"rbind", "ro", "nosuid", "nodev", "noexec", "rro", "rnosuid", "rnodev", "rnoexec"}
 	rwBind       = []string{"rbind", "rw", "nosuid", "nodev", "noexec", "rnosuid", "rnodev", "rnoexec"}
+	// rwBindExec is the workspace under exec.workspace: what the sandbox
+	// writes there may run.
+	rwBindExec = []string{"rbind", "rw", "nosuid", "nodev", "rnosuid", "rnodev"}
 )
 
 // systemRoot lays out /usr, /bin, /lib...: read-only binds of the host's,
@@ -213,12 +216,19 @@ func (g *generator) etc() error {
 	return nil
 }
 
+// ExecWritablePaths are the writable folders whose programs may run under
+// exec.workspace: the workspace and the /tmp toolchains build in.
+var ExecWritablePaths = []string{WorkspacePath, "/tmp"}
+
 // scratch mounts the sandbox's private /tmp: memory-backed, half the memory
-// limit, noexec.
+// limit, noexec (unless exec.workspace).
 func (g *generator) scratch() error {
 	size := g.o.Policy.Limits.Memory / 2
-	g.mount(specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
-		Options: []string{"nosuid", "noexec", "nodev", "mode=1777", fmt.Sprintf("size=%dk", size/1024)}})
+	opts := []string{"nosuid", "noexec", "nodev", "mode=1777", fmt.Sprintf("size=%dk", size/1024)}
+	if g.o.Policy.Exec.Workspace {
+		opts = slices.DeleteFunc(opts, func(o string) bool { return o == "noexec" })
+	}
+	g.mount(specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: opts})
 	g.addRootfs(Entry{Path: "/tmp", Kind: Dir})
 	for _, p := range []string{"/proc", "/dev", WorkspacePath} {
 		g.addRootfs(Entry{Path: p, Kind: Dir})
@@ -540,6 +550,9 @@ func (g *generator) grant(r placed, write bool) error {
 	}
 	if write {
 		m.Options = rwBind
+		if g.o.Policy.Exec.Workspace && r.inside == WorkspacePath {
+			m.Options = rwBindExec
+		}
 		// Files the sandbox's root writes belong on the host to the
 		// grant's owner: an idmapped mount maps that owner to the
 		// sandbox's root.

@@ -35,6 +35,9 @@ const (
 	AnnotationPolicy     = "dev.warden.policy"      // policy name
 	AnnotationPolicyHash = "dev.warden.policy-hash" // policies.Policy.Hash
 	AnnotationExecAllow  = "dev.warden.exec-allow"  // "*" or the sandbox paths of allowed executables, colon-separated; input for Landlock
+	// AnnotationExecWritable lists (colon-separated) the writable sandbox
+	// folders whose programs may run (exec.workspace); absent: none.
+	AnnotationExecWritable = "dev.warden.exec-writable"
 )
 
 // Options are the inputs of Generate.

@@ -103,9 +103,10 @@ func checkIdentity(s *specs.Spec, _ *policies.Policy) error {
 	return nil
 }
 
-// checkMounts: anything writable is noexec,nosuid,nodev; no /sys; no
+// checkMounts: anything writable is noexec,nosuid,nodev (but the
+// workspace and /tmp under exec.workspace may lack noexec); no /sys; no
 // recursive view of the host's root.
-func checkMounts(s *specs.Spec, _ *policies.Policy) error {
+func checkMounts(s *specs.Spec, p *policies.Policy) error {
 	for i, m := range s.Mounts {
 		field := fmt.Sprintf("mounts[%d] (%s)", i, m.Destination)
 		if m.Type == "sysfs" || underAny(m.Destination, "/sys") {
@@ -118,6 +119,9 @@ func checkMounts(s *specs.Spec, _ *policies.Policy) error {
 			continue
 		}
 		for _, opt := range []string{"noexec", "nosuid"} {
+			if opt == "noexec" && p.Exec.Workspace && slices.Contains(ExecWritablePaths, m.Destination) {
+				continue
+			}
 			if !slices.Contains(m.Options, opt) {
 				return fmt.Errorf("%s: writable mount without %s", field, opt)
 			}

@@ -71,6 +71,11 @@ func explain(w io.Writer, p *policies.Policy, b *spec.Bundle) {
 		fmt.Fprintln(w, "  an allowed interpreter such as sh or python3 runs any script it is given)")
 	}
 
+	if p.Exec.Workspace {
+		fmt.Fprintf(w, "  and programs the sandbox writes into %s (exec.workspace): code it builds or downloads runs,\n", strings.Join(spec.ExecWritablePaths, " and "))
+		fmt.Fprintln(w, "  still inside every other wall (no setuid, seccomp, no capabilities, the fs and network rules)")
+	}
+
 	fmt.Fprintln(w, "\nnetwork:")
 	if len(p.Network.Allow) == 0 {
 		fmt.Fprintln(w, "  none: loopback only")

@@ -1,6 +1,6 @@
 // The sandbox agent: the PID 1 of every session's sandbox, started as
 //
-//	warden agent [--exec-allow PATHS] [--writable PATHS] [--hidden-programs FILE] [--pooled]
+//	warden agent [--exec-allow PATHS] [--writable PATHS] [--exec-dirs PATHS] [--hidden-programs FILE] [--pooled]
 //
 // It runs from a constructor and never returns to Go: one thread, a few
 // hundred KiB, where a Go runtime held over 2 MiB and nine threads (each
@@ -407,7 +407,8 @@ static const char *not_found(const struct agent_config *cfg)
 	return cfg->allow_all ? ": command not found" : ": command not found (in this sandbox only the policy's exec.allow programs exist)";
 }
 
-char *agent_lookup(const struct agent_config *cfg, const char *name, char *const *env, int nenv, struct event *ev)
+char *agent_lookup(const struct agent_config *cfg, const char *name, const char *cwd, char *const *env, int nenv,
+		   struct event *ev)
 {
 	char *path = NULL;
 	if (!strchr(name, '/')) {
@@ -432,7 +433,8 @@ char *agent_lookup(const struct agent_config *cfg, const char *name, char *const
 			set_error(ev, 127, name, not_found(cfg), NULL);
 			return NULL;
 		}
-	} else if (!(path = strdup(name))) {
+	} else if (!(path = name[0] == '/' ? strdup(name) : clean_join(cwd && *cwd ? cwd : "/", name))) {
+		/* a relative path is the command's, from its working folder */
 		set_error(ev, 126, name, ": out of memory", NULL);
 		return NULL;
 	}
@@ -441,6 +443,10 @@ char *agent_lookup(const struct agent_config *cfg, const char *name, char *const
 		int ok = 0;
 		for (int i = 0; real && i < cfg->allow.n && !ok; i++)
 			ok = strcmp(cfg->allow.v[i], real) == 0;
+		for (int i = 0; real && i < cfg->exec_dirs.n && !ok; i++) {
+			size_t k = strlen(cfg->exec_dirs.v[i]);
+			ok = strncmp(cfg->exec_dirs.v[i], real, k) == 0 && real[k] == '/';
+		}
 		if (!real || !ok) {
 			set_error(ev, 127, name, real ? ": not allowed by the policy's exec.allow" : not_found(cfg), NULL);
 			free(real);
@@ -601,7 +607,7 @@ static pid_t start(const struct agent_config *cfg, struct request *r, const int 
 		agent_exec_error(r->argv.v[0], r->argv.v[0], EINVAL, ev);
 		return 0;
 	}
-	char *path = agent_lookup(cfg, r->argv.v[0], r->env.v, r->env.n, ev);
+	char *path = agent_lookup(cfg, r->argv.v[0], r->cwd, r->env.v, r->env.n, ev);
 	if (!path)
 		return 0;
 	static char *const no_env[] = {NULL};
@@ -1010,7 +1016,8 @@ static void parse_flags(int argc, char **argv)
 			cfg->pooled = !value || !strcmp(value, "true") || !strcmp(value, "1");
 			continue;
 		}
-		if (strcmp(name, "exec-allow") && strcmp(name, "writable") && strcmp(name, "hidden-programs"))
+		if (strcmp(name, "exec-allow") && strcmp(name, "writable") && strcmp(name, "exec-dirs") &&
+		    strcmp(name, "hidden-programs"))
 			fatal("agent: flag provided but not defined", argv[i]);
 		if (!value && ++i >= argc)
 			fatal("agent: flag needs an argument", name);
@@ -1023,6 +1030,9 @@ static void parse_flags(int argc, char **argv)
 		} else if (!strcmp(name, "writable")) {
 			strings_free(&cfg->writable);
 			split(&cfg->writable, value);
+		} else if (!strcmp(name, "exec-dirs")) {
+			strings_free(&cfg->exec_dirs);
+			split(&cfg->exec_dirs, value);
 		} else {
 			hidden = value;
 		}
@@ -1050,7 +1060,7 @@ static void parse_flags(int argc, char **argv)
 		free(line);
 		fclose(f);
 	}
-	if (cfg->allow.failed || cfg->writable.failed || cfg->hidden.failed)
+	if (cfg->allow.failed || cfg->writable.failed || cfg->exec_dirs.failed || cfg->hidden.failed)
 		fatal("agent", "out of memory");
 }
 

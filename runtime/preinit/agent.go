@@ -126,17 +126,19 @@ func agentConfig(allow, writable, hidden []string) (cfg *C.struct_agent_config, 
 	}
 }
 
-// lookup resolves name with exec.allow set to allow (nil: everything).
-func lookup(allow []string, name string, env []string) (path, errText string, code int) {
+// lookup resolves name with exec.allow set to allow (nil: everything), for
+// a command in the working folder cwd.
+func lookup(allow []string, name, cwd string, env []string) (path, errText string, code int) {
 	cfg, freeConfig := agentConfig(allow, nil, nil)
 	defer freeConfig()
-	cname := C.CString(name)
+	cname, ccwd := C.CString(name), C.CString(cwd)
 	defer C.free(unsafe.Pointer(cname))
+	defer C.free(unsafe.Pointer(ccwd))
 	cenv, free := cStrings(env)
 	defer free()
 	var ev C.struct_event
 	defer C.free(unsafe.Pointer(ev.error.p))
-	p := C.agent_lookup(cfg, cname, cenv, C.int(len(env)), &ev)
+	p := C.agent_lookup(cfg, cname, ccwd, cenv, C.int(len(env)), &ev)
 	if p == nil {
 		return "", C.GoStringN(ev.error.p, C.int(ev.error.len)), int(ev.code)
 	}

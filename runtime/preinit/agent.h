@@ -22,6 +22,7 @@ struct agent_config {
 	int allow_all;           /* no exec.allow: everything visible may run */
 	struct strings allow;    /* --exec-allow */
 	struct strings writable; /* --writable */
+	struct strings exec_dirs; /* --exec-dirs: writable folders whose programs may run */
 	struct strings hidden;   /* --hidden-programs, the file's lines */
 	int pooled;
 };
@@ -58,7 +59,8 @@ void agent_event_json(const struct event *ev, struct buf *out);
 
 /* agent_lookup resolves name as the Go agent did; it returns the path
  * (to free) or NULL with ev filled in. */
-char *agent_lookup(const struct agent_config *cfg, const char *name, char *const *env, int nenv, struct event *ev);
+char *agent_lookup(const struct agent_config *cfg, const char *name, const char *cwd, char *const *env, int nenv,
+		   struct event *ev);
 void agent_exec_error(const char *name, const char *path, int err, struct event *ev);
 
 /* ---- what a command leaves behind (leftover.c) ---------------------- */

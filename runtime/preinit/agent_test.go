@@ -136,16 +136,32 @@ func TestLookup(t *testing.T) {
 		{nil, "adir", []string{path}, "", "adir: command not found", 127},
 		{nil, "tool", []string{path, "PATH=/x"}, "", "tool: command not found", 127},
 		{nil, "tool", nil, "", "tool: command not found", 127},
-		{nil, "./relative/x", nil, "./relative/x", "", 0},
+		{nil, "./relative/x", nil, "/relative/x", "", 0},
 		{[]string{tool}, "alias", []string{path}, filepath.Join(bin, "alias"), "", 0},
 		{[]string{}, "tool", []string{path}, "", "tool: not allowed by the policy's exec.allow", 127},
 		{[]string{tool}, "/missing/tool", nil, "", "/missing/tool: command not found (in this sandbox only the policy's exec.allow programs exist)", 127},
 		{[]string{tool}, "missing", []string{path}, "", "missing: command not found (in this sandbox only the policy's exec.allow programs exist)", 127},
-		{[]string{tool}, "./relative/x", nil, "./relative/x", "", 0},
+		// A relative path is the command's own, from its working folder.
+		{[]string{tool}, "./relative/x", nil, "", "./relative/x: command not found (in this sandbox only the policy's exec.allow programs exist)", 127},
 	} {
-		p, err, code := lookup(c.allow, c.name, c.env)
+		p, err, code := lookup(c.allow, c.name, "/", c.env)
 		if p != c.path || err != c.err || code != c.code {
 			t.Errorf("%v %s %q: %q %q %d, want %q %q %d", c.allow, c.name, c.env, p, err, code, c.path, c.err, c.code)
+		}
+	}
+	for _, c := range []struct {
+		allow     []string
+		name, cwd string
+		path, err string
+		code      int
+	}{
+		{[]string{tool}, "./tool", bin, tool, "", 0},
+		{[]string{tool}, "../alias", bin + "/adir", filepath.Join(bin, "alias"), "", 0},
+		{nil, "x/y", "/w", "/w/x/y", "", 0},
+	} {
+		p, err, code := lookup(c.allow, c.name, c.cwd, nil)
+		if p != c.path || err != c.err || code != c.code {
+			t.Errorf("%v %s in %s: %q %q %d, want %q %q %d", c.allow, c.name, c.cwd, p, err, code, c.path, c.err, c.code)
 		}
 	}
 }

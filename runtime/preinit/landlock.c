@@ -107,6 +107,10 @@ void landlock_session_rules(const struct agent_config *cfg, struct rules *out)
 	for (int i = 0; i < cfg->writable.n; i++)
 		if (exists(cfg->writable.v[i]))
 			rules_add(out, cfg->writable.v[i], read_rights | write_rights);
+	/* exec.workspace: what the sandbox writes there may run. */
+	for (int i = 0; i < cfg->exec_dirs.n; i++)
+		if (exists(cfg->exec_dirs.v[i]))
+			rules_add(out, cfg->exec_dirs.v[i], read_rights | LL_EXECUTE);
 }
 
 void landlock_rules(const struct agent_config *cfg, struct rules *out)
