@@ -13,7 +13,10 @@ import (
 // its owner (root), so the sandbox could talk to the daemon's socket and
 // create a session with any policy; a workspace inside the root is state
 // that gc removes. Both are refused before anything starts, the user's
-// files survive gc, and a workspace beside the root still works.
+// files survive gc, and a workspace beside the root still works. The
+// pool's placeholder, the one folder in the root a pooled sandbox's spec
+// names for its workspace (never mounted), is no session's workspace
+// either.
 func TestStateRootOutOfReach(t *testing.T) {
 	r := newRoot(t)
 	parent := filepath.Dir(r.root)
@@ -27,6 +30,12 @@ func TestStateRootOutOfReach(t *testing.T) {
 		t.Fatalf("a workspace beside the root: %q", out)
 	}
 
+	r.fill(policy, 1)
+	placeholder := filepath.Join(r.root, "pool", ".empty")
+	if _, err := os.Stat(placeholder); err != nil {
+		t.Fatalf("a pool fill made no placeholder: %v", err)
+	}
+
 	mine := filepath.Join(r.root, "sessions", "myproject")
 	if err := os.MkdirAll(mine, 0o755); err != nil {
 		t.Fatal(err)
@@ -34,7 +43,7 @@ func TestStateRootOutOfReach(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mine, "notes.txt"), []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for name, ws := range map[string]string{"holds the root": parent, "is the root": r.root, "inside the root": mine} {
+	for name, ws := range map[string]string{"holds the root": parent, "is the root": r.root, "inside the root": mine, "the pool's placeholder": placeholder} {
 		t.Run(name, func(t *testing.T) {
 			for _, args := range [][]string{
 				{"session", "create", "--id", r.id("bad"), "--policy", policy, "--workspace", ws},
@@ -69,6 +78,9 @@ func TestStateRootOutOfReach(t *testing.T) {
 	}
 	// The session beside the root still runs: nothing above touched it.
 	r.sh(id, "test -f /workspace/f")
+	if names, _ := os.ReadDir(placeholder); len(names) > 0 {
+		t.Errorf("the pool's placeholder holds %d files", len(names))
+	}
 }
 
 // TestDaemonRefusesOtherUsers: the daemon answers only its own user, even

@@ -43,7 +43,10 @@ import (
 func (rt *Runtime) poolDir() string { return filepath.Join(rt.Root, "pool") }
 
 // placeholder stands for the session folders while a pooled container is
-// generated: an empty folder of root's that no sandbox ever sees.
+// generated: an empty folder of warden's own in its state root, which no
+// sandbox ever sees. The state root may lie where no grant may be (the
+// default, /run/warden): the spec's checks let this one folder stand at
+// /workspace and /data because its binds are split off, never mounted.
 func (rt *Runtime) placeholder() string { return filepath.Join(rt.poolDir(), ".empty") }
 
 // makePoolDir creates the pool folder, traversable (not listable) by the
@@ -58,7 +61,38 @@ func (rt *Runtime) makePoolDir() error {
 	if err := os.Mkdir(rt.placeholder(), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
+	return checkPlaceholder(rt.placeholder())
+}
+
+// checkPlaceholder makes sure the placeholder is still what makePoolDir
+// made: an empty folder of warden's user that only it can enter. The
+// spec's checks trust it as warden's own, so anything else there (a
+// symlink, another's folder, files) is refused rather than used.
+func checkPlaceholder(p string) error {
+	var st unix.Stat_t
+	err := unix.Lstat(p, &st)
+	if err == nil && (st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uint32(os.Geteuid()) || st.Mode&0o077 != 0) {
+		err = fmt.Errorf("not a folder of uid %d with mode 0700", os.Geteuid())
+	}
+	if err == nil {
+		var names []string
+		if names, err = readDirNames(p); err == nil && len(names) > 0 {
+			err = fmt.Errorf("holds %s", strings.Join(names, ", "))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("the pool's placeholder %s is not warden's empty folder (%v); warden made it and keeps it empty: stop the daemon, remove it and fill the pool again", p, err)
+	}
 	return nil
+}
+
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(0)
 }
 
 // pooled is one ready container of a warm pool, as kept in its pool.json.
@@ -154,6 +188,20 @@ var maskNumber = regexp.MustCompile(`/masks/[0-9]+`)
 
 // sessionSpec generates the spec a session's sandbox runs from.
 func (rt *Runtime) sessionSpec(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string) (*spec.Bundle, error) {
+	return rt.generate(p, vars, id, container, bundleDir, false)
+}
+
+// pooledSpec generates the spec of a pooled sandbox: the placeholder
+// stands for the session's folders.
+func (rt *Runtime) pooledSpec(p *policies.Policy, vars policies.Vars, container, bundleDir string) (*spec.Bundle, error) {
+	vars.WorkDir, vars.DataDir = rt.placeholder(), rt.placeholder()
+	return rt.generate(p, vars, spec.Identity{}, container, bundleDir, true)
+}
+
+// generate is sessionSpec, or with pooled pooledSpec. Only a pooled
+// sandbox's spec treats the placeholder as warden's own: a session that
+// names it as its workspace is a grant inside the state root, refused.
+func (rt *Runtime) generate(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string, pooled bool) (*spec.Bundle, error) {
 	host, err := spec.DetectHost()
 	if err != nil {
 		return nil, err
@@ -165,9 +213,9 @@ func (rt *Runtime) sessionSpec(p *policies.Policy, vars policies.Vars, id spec.I
 		Policy: p, Vars: vars, Host: host, BundleDir: bundleDir, Identity: id,
 		Agent: rt.Binary, CgroupsPath: rt.cgroupPath(container), Hostname: "sandbox",
 	}
-	if vars.WorkDir == rt.placeholder() {
-		// A pooled sandbox: deny rules in the session's folders are
-		// checked when a claim generates the spec with the real ones.
+	if pooled {
+		// The session's folders, and the deny rules in them, are checked
+		// when a claim generates the spec with the real ones.
 		o.Placeholder = rt.placeholder()
 	}
 	b, err := spec.Generate(o)
@@ -175,7 +223,7 @@ func (rt *Runtime) sessionSpec(p *policies.Policy, vars policies.Vars, id spec.I
 		return nil, err
 	}
 	b.Spec.Process.Args = agentArgs(b.Spec)
-	if err := rt.checkStateRoot(b, bundleDir); err != nil {
+	if err := rt.checkStateRoot(b, bundleDir, pooled); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -222,7 +270,7 @@ func systemSource(src string) bool {
 // warden's own state, which gc removes. Nor may a writable grant hold
 // warden's binary (the sandbox would replace what root runs next) or the
 // audit log (it would rewrite the record of what it did).
-func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string) error {
+func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, pooled bool) error {
 	root, err := resolveMissing(rt.Root) // made only once the spec is good
 	if err != nil {
 		return err
@@ -243,7 +291,10 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string) error {
 		}
 	}
 	for _, m := range b.Spec.Mounts {
-		if m.Type != "bind" || m.Source == rt.Binary || m.Source == placeholder {
+		if m.Type != "bind" || m.Source == rt.Binary {
+			continue
+		}
+		if pooled && m.Source == placeholder && isLate(m.Destination) {
 			continue // the placeholder stands for a pooled sandbox's folders, never mounted
 		}
 		if _, own := under(m.Source, masks); own {
@@ -310,9 +361,8 @@ func (rt *Runtime) poolKey(p *policies.Policy, vars policies.Vars) (string, erro
 	if err := rt.makePoolDir(); err != nil {
 		return "", err
 	}
-	vars.WorkDir, vars.DataDir = rt.placeholder(), rt.placeholder()
 	dir := filepath.Join(rt.poolDir(), "key")
-	b, err := rt.sessionSpec(p, vars, spec.Identity{}, "key", dir)
+	b, err := rt.pooledSpec(p, vars, "key", dir)
 	if err != nil {
 		return "", err
 	}
@@ -342,9 +392,8 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 			rt.destroyPooled(id)
 		}
 	}()
-	vars.WorkDir, vars.DataDir = rt.placeholder(), rt.placeholder()
 	bundleDir := filepath.Join(dir, "bundle")
-	b, err := rt.sessionSpec(p, vars, spec.Identity{}, id, bundleDir)
+	b, err := rt.pooledSpec(p, vars, id, bundleDir)
 	if err != nil {
 		return nil, err
 	}
@@ -371,6 +420,7 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 		return nil, err
 	}
 	vars.WorkDir, vars.DataDir = "", ""
+	vars.WorkDir, vars.DataDir = rt.placeholder(), rt.placeholder()
 	pc := &pooled{ID: id, Key: key, PolicyName: p.Name, PolicyHash: p.Hash(), PolicyTOML: string(text), Vars: vars, Created: time.Now().UTC(), Masked: masked}
 	data, err := json.MarshalIndent(pc, "", "  ")
 	if err != nil {

@@ -111,3 +111,36 @@ func TestMaskedFiles(t *testing.T) {
 		t.Errorf("~/.ssh made again has the identity of the old one: %v", after)
 	}
 }
+
+// TestCheckPlaceholder: the spec's checks trust the pool's placeholder as
+// warden's own empty folder, so anything else in its place is refused,
+// with what to do.
+func TestCheckPlaceholder(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, ".empty")
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPlaceholder(p); err != nil {
+		t.Fatalf("warden's own empty folder: %v", err)
+	}
+	bad := map[string]func(){
+		"a file in it": func() { os.WriteFile(filepath.Join(p, "x"), nil, 0o600) },
+		"mode 0755":    func() { os.Chmod(p, 0o755) },
+		"a symlink":    func() { os.Rename(p, p+".old"); os.Symlink(p+".old", p) },
+	}
+	for name, spoil := range bad {
+		t.Run(name, func(t *testing.T) {
+			os.RemoveAll(p)
+			os.RemoveAll(p + ".old")
+			if err := os.Mkdir(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			spoil()
+			err := checkPlaceholder(p)
+			if err == nil || !strings.Contains(err.Error(), "not warden's empty folder") || !strings.Contains(err.Error(), "remove it") {
+				t.Errorf("got %v, want a refusal saying what to do", err)
+			}
+		})
+	}
+}

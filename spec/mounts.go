@@ -269,8 +269,10 @@ func (g *generator) grants() error {
 		if err := checkDestination(rule.Path, r.inside); err != nil {
 			return err
 		}
-		if err := checkSource(g.o.Host, r); err != nil {
-			return err
+		if !g.isPlaceholder(r) {
+			if err := checkSource(g.o.Host, r); err != nil {
+				return err
+			}
 		}
 		rules = append(rules, r)
 	}
@@ -309,6 +311,20 @@ func (g *generator) grants() error {
 		}
 	}
 	return nil
+}
+
+// isPlaceholder reports whether a rule is a session folder standing at a
+// pooled sandbox's placeholder: warden's own empty folder in its state root
+// (which may lie in /run), whose binds are split off and never mounted; a
+// claim checks the session's real folders. Only the exact folder counts,
+// and only at /workspace or /data: a rule naming the same folder by its
+// path, or any other folder in /run, is checked as always.
+func (g *generator) isPlaceholder(r placed) bool {
+	if g.o.Placeholder == "" || r.source == "" || !underAny(r.inside, WorkspacePath, DataPath) {
+		return false
+	}
+	real, err := filepath.EvalSymlinks(g.o.Placeholder)
+	return err == nil && r.source == real
 }
 
 func accessRank(a policies.Access) int {

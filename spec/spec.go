@@ -57,8 +57,11 @@ type Options struct {
 	// AgentPath, for sessions whose PID 1 is warden's agent.
 	Agent string
 	// Placeholder is the folder standing for the session's folders
-	// ($WORK_DIR, $DATA_DIR) in a warm pool's sandbox: deny rules under it
-	// are checked when a claim generates the spec with the real folders.
+	// ($WORK_DIR, $DATA_DIR) in a warm pool's sandbox, warden's own empty
+	// folder in its state root (which may lie in /run). Its binds are never
+	// mounted: the grant checks skip it there (only it, and only at
+	// /workspace and /data), and deny rules under it are checked when a
+	// claim generates the spec with the real folders.
 	Placeholder string
 }
 
