@@ -2,10 +2,17 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -65,4 +72,90 @@ print("echo off:", termios.tcgetattr(0)[3] & termios.ECHO == 0)`
 			t.Errorf("%s: the caller's terminal after the command: lflag %#x (was %#x), err %v", args[0], after.Lflag, before.Lflag, err)
 		}
 	}
+}
+
+// onCallerTerminal runs cmd on a new terminal of the host's as its
+// controlling terminal, stdin, stdout and stderr, as from a user's shell,
+// and returns every byte that reached that terminal.
+func onCallerTerminal(t *testing.T, cmd *exec.Cmd) (string, error) {
+	t.Helper()
+	master, slave := hostPty(t)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	var out bytes.Buffer
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(&out, master) // ends with EIO when the last slave closes
+		close(copied)
+	}()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		t.Fatalf("%s did not end", strings.Join(cmd.Args, " "))
+	}
+	select {
+	case <-copied:
+	case <-time.After(2 * time.Second):
+	}
+	return out.String(), err
+}
+
+// A command that, between text and colours, writes the caller's
+// clipboard (OSC 52), asks for the cursor position (DSR 6), sets and asks
+// for the window title, asks for the background colour and for a setting
+// (DECRQSS).
+const (
+	escapesScript = `printf 'plain \033[1;31mred\033[0m|\033]52;c;b3duZWQ=\007|\033[6n|\033]2;from-sandbox\007|\033[21t|\033]11;?\007|\033P$qm\033\\|end\n'`
+	escapesPassed = "plain \x1b[1;31mred\x1b[0m|||\x1b]2;from-sandbox\x07||||end"
+)
+
+// checkEscapes: the text, the colours and the title set reached the
+// caller's terminal; nothing that makes it answer or write its clipboard.
+func checkEscapes(t *testing.T, how, out string) {
+	t.Helper()
+	if !strings.Contains(out, escapesPassed) {
+		t.Errorf("%s: the caller's terminal got %q, want it to contain %q", how, out, escapesPassed)
+	}
+	for _, bad := range []string{"\x1b]52", "b3duZWQ", "\x1b[6n", "\x1b[21t", "\x1b]11;?", "\x1bP"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("%s: %q reached the caller's terminal: %q", how, bad, out)
+		}
+	}
+}
+
+// TestTerminalEscapesFiltered: what a command writes to its terminal
+// reaches the caller's through warden's filter, through `exec -t` and
+// through the OCI face's attached terminal (run with terminal true and no
+// console socket).
+func TestTerminalEscapesFiltered(t *testing.T) {
+	r := newRoot(t)
+	id := r.create("esc", r.policy("name = \"esc\"\n[exec]\nallow = [\"sh\"]\n"), tempDir(t))
+	out, err := onCallerTerminal(t, r.command("exec", "-t", "--session", id, "--", "sh", "-c", escapesScript))
+	if err != nil {
+		t.Fatalf("exec -t: %v; terminal %q", err, out)
+	}
+	checkEscapes(t, "exec -t", out)
+
+	o := newOCIEnv(t)
+	cid := "oci-" + randomHex(4)
+	bundle := busyboxBundle(t, cid, func(s *specs.Spec) {
+		s.Process.Terminal = true
+		s.Process.Args = []string{"sh", "-c", escapesScript}
+	})
+	cmd := exec.Command(wardenBinary, "--root", o.root, "run", "--bundle", bundle, cid)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root"}
+	if out, err = onCallerTerminal(t, cmd); err != nil {
+		t.Fatalf("run: %v; terminal %q", err, out)
+	}
+	checkEscapes(t, "run", out)
 }

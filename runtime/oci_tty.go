@@ -9,6 +9,8 @@ import (
 
 	"github.com/containerd/console"
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/runtime/termfilter"
 )
 
 // dialConsoleSocket connects to the caller's console socket; libcontainer
@@ -28,7 +30,8 @@ func dialConsoleSocket(path string) (*os.File, error) {
 }
 
 // hostTerminal connects an attached process's terminal to warden's own
-// stdin and stdout.
+// stdin and stdout, its output through termfilter. A terminal passed over
+// --console-socket is the engine's to copy: warden never reads it.
 type hostTerminal struct {
 	socket *os.File
 	master *os.File
@@ -71,7 +74,7 @@ func (t *hostTerminal) attach() error {
 	t.resize()
 	go io.Copy(master, os.Stdin)
 	go func() {
-		io.Copy(os.Stdout, master)
+		termfilter.Copy(os.Stdout, master)
 		close(t.done)
 	}()
 	return nil

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/termfilter"
 )
 
 var execCommand = &cli.Command{
@@ -112,7 +113,8 @@ func execCreateRequest(cliContext *cli.Context) (*runtime.CreateRequest, error) 
 }
 
 // terminal puts the caller's terminal in raw mode and copies between it
-// and the sandbox's terminal.
+// and the sandbox's terminal; the output goes through termfilter, so the
+// command cannot make the caller's terminal answer or write its clipboard.
 type terminal struct {
 	con  console.Console
 	once sync.Once
@@ -155,7 +157,7 @@ func (t *terminal) attach(master *os.File) {
 	}()
 	go io.Copy(master, os.Stdin)
 	go func() {
-		io.Copy(os.Stdout, master)
+		termfilter.Copy(os.Stdout, master)
 		close(t.done)
 	}()
 }
