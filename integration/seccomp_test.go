@@ -12,14 +12,17 @@ import (
 const (
 	probeEPERM  = "errno=1"
 	probeENOSYS = "errno=38"
+	probeEAFNO  = "errno=97"
 	probeOK     = "errno=0"
 	probeSIGSYS = "signal=31"
 )
 
 // probeWant is what each line of testdata/seccomp_probe.c must report inside
 // the sandbox, keyed "FAMILY NAME". Where the seccomp filter decides, the
-// errno is the filter's: EPERM for the denied families, ENOSYS for what the
-// allow list merely leaves out; i386 and x32 entry kill the caller.
+// errno is the filter's: EPERM for the denied families, clone with
+// CLONE_NEW* flags and refused personalities (as Docker), EAFNOSUPPORT for
+// refused socket families (as the kernel for a family it lacks), ENOSYS for
+// what the allow list merely leaves out; i386 and x32 entry kill the caller.
 var probeWant = map[string]string{
 	"mount mount":                     probeEPERM,
 	"mount umount2":                   probeEPERM,
@@ -31,7 +34,7 @@ var probeWant = map[string]string{
 	"namespaces unshare_newuser":      probeEPERM,
 	"namespaces unshare_newns":        probeEPERM,
 	"namespaces setns":                probeEPERM,
-	"namespaces clone_newuser":        probeENOSYS,
+	"namespaces clone_newuser":        probeEPERM,
 	"namespaces clone3":               probeENOSYS,
 	"bpf bpf":                         probeEPERM,
 	"perf perf_event_open":            probeEPERM,
@@ -56,9 +59,11 @@ var probeWant = map[string]string{
 	"clock settimeofday":              probeEPERM,
 	"clock clock_settime":             probeEPERM,
 	"clock adjtimex":                  probeEPERM,
-	"personality read_implies_exec":   probeENOSYS,
-	"socket af_packet":                probeENOSYS,
-	"socket af_vsock":                 probeENOSYS,
+	"personality read_implies_exec":   probeEPERM,
+	"personality addr_no_randomize":   probeEPERM,
+	"socket af_packet":                probeEAFNO,
+	"socket af_vsock":                 probeEAFNO,
+	"socket af_alg":                   probeEAFNO,
 	"memfd memfd_create":              probeEPERM,
 	"ioctl tiocsti":                   probeEPERM,
 	"ioctl tiocsti_high_bits":         probeEPERM,

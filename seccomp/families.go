@@ -28,7 +28,7 @@ var DeniedFamilies = []Family{
 	{
 		Name:     "namespaces",
 		Syscalls: []string{"unshare", "setns"},
-		Why:      "new namespaces (a user namespace above all) expose kernel attack surface meant for root; clone is allowed only without CLONE_NEW* flags and clone3 reads as unimplemented",
+		Why:      "new namespaces (a user namespace above all) expose kernel attack surface meant for root; clone with CLONE_NEW* flags gets EPERM too, and clone3 reads as unimplemented (libc falls back to clone)",
 	},
 	{
 		Name:     "bpf",

@@ -10,8 +10,9 @@ import (
 
 // Errno values the profile returns (x86-64 numbering).
 const (
-	errnoEPERM  = 1
-	errnoENOSYS = 38
+	errnoEPERM        = 1
+	errnoENOSYS       = 38
+	errnoEAFNOSUPPORT = 97
 )
 
 // Flags the argument filters compare against (linux/sched.h, linux/socket.h,
@@ -34,6 +35,7 @@ const (
 	afInet    = 2
 	afInet6   = 10
 	afNetlink = 16
+	afMax     = 46 // AF_MAX: families at or above it do not exist
 
 	tiocsti = 0x5412
 )
@@ -188,20 +190,9 @@ func Default() *specs.LinuxSeccomp {
 			Args:   []specs.LinuxSeccompArg{{Index: 0, Value: cloneNewAny, ValueTwo: 0, Op: specs.OpMaskedEqual}},
 		},
 	}
-	for _, family := range []uint64{afUnix, afInet, afInet6, afNetlink} {
-		syscalls = append(syscalls, specs.LinuxSyscall{
-			Names:  []string{"socket", "socketpair"},
-			Action: specs.ActAllow,
-			Args:   []specs.LinuxSeccompArg{{Index: 0, Value: family, Op: specs.OpEqualTo}},
-		})
-	}
-	for _, p := range personalities {
-		syscalls = append(syscalls, specs.LinuxSyscall{
-			Names:  []string{"personality"},
-			Action: specs.ActAllow,
-			Args:   []specs.LinuxSeccompArg{{Index: 0, Value: p, Op: specs.OpEqualTo}},
-		})
-	}
+	syscalls = append(syscalls, refusedCloneRules()...)
+	syscalls = append(syscalls, socketRules()...)
+	syscalls = append(syscalls, personalityRules()...)
 	syscalls = append(syscalls, ioctlRules()...)
 	syscalls = append(syscalls, setuidRules()...)
 	for _, f := range DeniedFamilies {
@@ -217,6 +208,78 @@ func Default() *specs.LinuxSeccomp {
 		Architectures:   []specs.Arch{specs.ArchX86_64},
 		Syscalls:        syscalls,
 	}
+}
+
+// Refusals answer with the errno programs are written for, as the kernel
+// or Docker's profile would: a program that handles "not permitted" or
+// "family not supported" falls back, where ENOSYS reads as a broken system
+// (Go's tests: "function not implemented"). Each rule set is disjoint from
+// its allow rules, so no call matches two actions.
+
+// refusedCloneRules: clone with any CLONE_NEW* flag gets EPERM, as unshare
+// does (the allow rule takes clone without them).
+func refusedCloneRules() []specs.LinuxSyscall {
+	var rules []specs.LinuxSyscall
+	for bit := uint64(1); bit != 0 && bit <= cloneNewNet; bit <<= 1 {
+		if bit&cloneNewAny == 0 {
+			continue
+		}
+		rules = append(rules, specs.LinuxSyscall{
+			Names: []string{"clone"}, Action: specs.ActErrno, ErrnoRet: errno(errnoEPERM),
+			Args: []specs.LinuxSeccompArg{{Index: 0, Value: bit, ValueTwo: bit, Op: specs.OpMaskedEqual}},
+		})
+	}
+	return rules
+}
+
+// socketRules allow the unix, inet, inet6 and netlink families; every
+// other family the kernel knows gets EAFNOSUPPORT, its answer for a family
+// it lacks. A number past AF_MAX, or with high bits set (the kernel reads
+// an int), stays refused by the default.
+func socketRules() []specs.LinuxSyscall {
+	allowed := []uint64{afUnix, afInet, afInet6, afNetlink}
+	var rules []specs.LinuxSyscall
+	for _, family := range allowed {
+		rules = append(rules, specs.LinuxSyscall{
+			Names: []string{"socket", "socketpair"}, Action: specs.ActAllow,
+			Args: []specs.LinuxSeccompArg{{Index: 0, Value: family, Op: specs.OpEqualTo}},
+		})
+	}
+	for family := uint64(0); family < afMax; family++ {
+		if !slices.Contains(allowed, family) {
+			rules = append(rules, specs.LinuxSyscall{
+				Names: []string{"socket", "socketpair"}, Action: specs.ActErrno, ErrnoRet: errno(errnoEAFNOSUPPORT),
+				Args: []specs.LinuxSeccompArg{{Index: 0, Value: family, Op: specs.OpEqualTo}},
+			})
+		}
+	}
+	return rules
+}
+
+// personalityRules allow the personalities Docker allows; one with any
+// other bit below bit 31 (ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC...) gets
+// EPERM, as in Docker. Each refusal also requires bit 31 clear, which
+// keeps it apart from the query value 0xffffffff.
+func personalityRules() []specs.LinuxSyscall {
+	var rules []specs.LinuxSyscall
+	for _, p := range personalities {
+		rules = append(rules, specs.LinuxSyscall{
+			Names: []string{"personality"}, Action: specs.ActAllow,
+			Args: []specs.LinuxSeccompArg{{Index: 0, Value: p, Op: specs.OpEqualTo}},
+		})
+	}
+	const known = 0x20008 // PER_LINUX32 | UNAME26: the bits the allowed values use
+	for i := range 31 {
+		bit := uint64(1) << i
+		if bit&known != 0 {
+			continue
+		}
+		rules = append(rules, specs.LinuxSyscall{
+			Names: []string{"personality"}, Action: specs.ActErrno, ErrnoRet: errno(errnoEPERM),
+			Args: []specs.LinuxSeccompArg{{Index: 0, Value: 1<<31 | bit, ValueTwo: bit, Op: specs.OpMaskedEqual}},
+		})
+	}
+	return rules
 }
 
 // ioctlRules allow ioctl for every command except TIOCSTI, which gets EPERM.

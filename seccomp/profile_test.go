@@ -24,9 +24,10 @@ type verdict struct {
 }
 
 var (
-	allow  = verdict{action: specs.ActAllow}
-	eperm  = verdict{action: specs.ActErrno, errno: errnoEPERM}
-	enosys = verdict{action: specs.ActErrno, errno: errnoENOSYS}
+	allow        = verdict{action: specs.ActAllow}
+	eperm        = verdict{action: specs.ActErrno, errno: errnoEPERM}
+	enosys       = verdict{action: specs.ActErrno, errno: errnoENOSYS}
+	eafnosupport = verdict{action: specs.ActErrno, errno: errnoEAFNOSUPPORT}
 )
 
 // decide evaluates the profile for one call the way libseccomp does for this
@@ -178,22 +179,30 @@ func TestDecisions(t *testing.T) {
 		{"prctl", "prctl", nil, allow},
 		{"fork via clone", "clone", []uint64{sigchld}, allow},
 		{"thread via clone", "clone", []uint64{cloneVMThread}, allow},
-		{"clone new user ns", "clone", []uint64{cloneNewUser | sigchld}, enosys},
-		{"clone new net ns", "clone", []uint64{cloneNewNet}, enosys},
-		{"clone new mount ns", "clone", []uint64{cloneNewNS | sigchld}, enosys},
+		{"clone new user ns", "clone", []uint64{cloneNewUser | sigchld}, eperm},
+		{"clone new net ns", "clone", []uint64{cloneNewNet}, eperm},
+		{"clone new mount ns", "clone", []uint64{cloneNewNS | sigchld}, eperm},
+		{"clone new pid and uts", "clone", []uint64{cloneNewPID | cloneNewUTS | sigchld}, eperm},
 		{"clone3", "clone3", nil, enosys},
 		{"unshare", "unshare", []uint64{cloneNewUser}, eperm},
 		{"socket unix", "socket", []uint64{afUnix}, allow},
 		{"socket inet", "socket", []uint64{afInet}, allow},
 		{"socket inet6", "socket", []uint64{afInet6}, allow},
 		{"socket netlink", "socket", []uint64{afNetlink}, allow},
-		{"socket packet", "socket", []uint64{17}, enosys},
-		{"socket vsock", "socket", []uint64{40}, enosys},
+		{"socket packet", "socket", []uint64{17}, eafnosupport},
+		{"socket vsock", "socket", []uint64{40}, eafnosupport},
+		{"socketpair alg", "socketpair", []uint64{38}, eafnosupport},
+		{"socket unspec", "socket", []uint64{0}, eafnosupport},
+		{"socket past AF_MAX", "socket", []uint64{afMax}, enosys},
 		{"socket inet with high bits", "socket", []uint64{1<<32 | afInet}, enosys},
 		{"socketpair unix", "socketpair", []uint64{afUnix}, allow},
 		{"personality query", "personality", []uint64{0xffffffff}, allow},
 		{"personality linux32", "personality", []uint64{0x8}, allow},
-		{"personality read implies exec", "personality", []uint64{0x0400000}, enosys},
+		{"personality read implies exec", "personality", []uint64{0x0400000}, eperm},
+		{"personality addr no randomize", "personality", []uint64{0x0040000}, eperm},
+		{"personality linux32 no randomize", "personality", []uint64{0x0040008}, eperm},
+		{"personality uname26 linux32", "personality", []uint64{0x20008}, allow},
+		{"personality high bits", "personality", []uint64{1<<32 | 0x8}, enosys},
 		{"ioctl tcgets", "ioctl", []uint64{0, tcgets}, allow},
 		{"ioctl fionread", "ioctl", []uint64{0, 0x541b}, allow},
 		{"ioctl tiocsti", "ioctl", []uint64{0, tiocsti}, eperm},

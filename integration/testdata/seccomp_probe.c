@@ -131,6 +131,8 @@ static int t_adjtimex(void) {
 }
 
 static int t_personality(void) { return result(syscall(SYS_personality, 0x0400000UL /* READ_IMPLIES_EXEC */)); }
+static int t_personality_norandom(void) { return result(syscall(SYS_personality, 0x0040000UL /* ADDR_NO_RANDOMIZE */)); }
+static int t_socket_alg(void) { return result(socket(38 /* AF_ALG */, SOCK_SEQPACKET, 0)); }
 static int t_socket_packet(void) { return result(socket(17 /* AF_PACKET */, SOCK_DGRAM, 0)); }
 static int t_socket_vsock(void) { return result(socket(40 /* AF_VSOCK */, SOCK_STREAM, 0)); }
 static int t_memfd_create(void) { return result(syscall(SYS_memfd_create, "warden-probe", 0U)); }
@@ -218,6 +220,8 @@ static const struct {
 	{"clock", "clock_settime", t_clock_settime},
 	{"clock", "adjtimex", t_adjtimex},
 	{"personality", "read_implies_exec", t_personality},
+	{"personality", "addr_no_randomize", t_personality_norandom},
+	{"socket", "af_alg", t_socket_alg},
 	{"socket", "af_packet", t_socket_packet},
 	{"socket", "af_vsock", t_socket_vsock},
 	{"memfd", "memfd_create", t_memfd_create},
