@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opencontainers/runc/libcontainer"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,7 +63,7 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		if live[id] {
 			continue
 		}
-		if c, err := libcontainer.Load(rt.containersDir(), id); err == nil {
+		if c, err := loadContainer(rt.containersDir(), id); err == nil {
 			if err := killAndDestroy(c); err != nil {
 				errs = append(errs, fmt.Errorf("container %s: %w", id, err))
 				continue

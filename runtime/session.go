@@ -374,11 +374,7 @@ func (s *Session) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(s.dir(), "session.json.tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(s.dir(), "session.json"))
+	return writeStateFile(filepath.Join(s.dir(), "session.json"), data)
 }
 
 // containerID is the session's libcontainer id.
@@ -482,7 +478,7 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 	if err := CheckID(id); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(rt.sessionDir(id), "session.json"))
+	data, err := readStateFile(filepath.Join(rt.sessionDir(id), "session.json"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNoSession, id)
 	} else if err != nil {
@@ -497,7 +493,7 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 		return nil, err
 	}
 	s.policy, s.Limits, s.Env = p, p.Limits, spec.SandboxEnv(p, nil)
-	c, err := libcontainer.Load(rt.containersDir(), s.containerID())
+	c, err := loadContainer(rt.containersDir(), s.containerID())
 	if err != nil {
 		return nil, fmt.Errorf("session %s: container: %w", id, err)
 	}
@@ -576,13 +572,8 @@ var errHeld = errors.New("another warden process runs it")
 // bundle holds only mountpoints and generated files.
 func (rt *Runtime) destroy(id string) error {
 	var errs []error
-	if c, err := libcontainer.Load(rt.containersDir(), rt.sessionContainer(id)); err == nil {
-		if err := killAndDestroy(c); err != nil {
-			errs = append(errs, fmt.Errorf("destroy container: %w", err))
-		}
-	} else {
-		// A container whose start failed early has a folder and no state.
-		os.Remove(filepath.Join(rt.containersDir(), id))
+	if err := rt.removeContainer(rt.sessionContainer(id)); err != nil {
+		errs = append(errs, err)
 	}
 	dir := rt.sessionDir(id)
 	if err := removeSessionDir(dir); err != nil {
