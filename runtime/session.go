@@ -769,17 +769,31 @@ var ErrTimeoutTooLong = errors.New("timeout exceeds the policy's limits.timeout"
 // Exec runs one command in the session, waits for it and writes its
 // audit line: to the daemon's log, or for a runtime without a daemon
 // (warden do, the Go API) to the root's, one append per line either way.
+//
+// A command whose line cannot be written does not run: room for the line
+// is kept before it starts (auditLog.reserve), and without room the error
+// says so (ErrAuditWrite). Should the line still fail when the command
+// ended, the error says that it ran and how it ended.
 func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
-	res, err := s.exec(ctx, o)
+	audit := s.rt.auditSink()
 	rec := AuditRecord{Event: "exec", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
-		Argv: o.Argv, Cwd: s.cwd(o.Cwd), DurationMs: float64(res.Duration.Microseconds()) / 1000}
+		Argv: o.Argv, Cwd: s.cwd(o.Cwd)}
+	room, err := audit.reserve(rec)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("%w; the command was not run: free space on that file system, then run it again", err)
+	}
+	defer audit.release(room)
+	res, err := s.exec(ctx, o)
+	rec.DurationMs = float64(res.Duration.Microseconds()) / 1000
 	if err != nil {
 		rec.Error = err.Error()
 	} else {
 		code := res.ExitCode
 		rec.Exit, rec.Signal, rec.OOM, rec.TimedOut, rec.Error = &code, res.Signal, res.OOM, res.TimedOut, res.Error
 	}
-	s.rt.auditSink().write(rec)
+	if werr := audit.write(rec); werr != nil && err == nil {
+		err = fmt.Errorf("%w; the command ran (exit %d, signal %d) but no record of it was written: free space on that file system", werr, res.ExitCode, res.Signal)
+	}
 	return res, err
 }
 
