@@ -24,7 +24,7 @@ import (
 func TestAuditLogFull(t *testing.T) {
 	r := newRoot(t)
 	dir := tempDir(t)
-	fs := r.privateAuditDaemon(dir, "128k")
+	fs := r.privateDaemon(dir, "128k", "--audit-log", filepath.Join(dir, "audit.log"))
 	logPath := filepath.Join(fs, "audit.log")
 	ws := tempDir(t)
 	id := r.create("audit-full", r.policy(sessionPolicy), ws)
@@ -83,15 +83,15 @@ func countLines(path string) int {
 	return strings.Count(string(data), "\n")
 }
 
-// privateAuditDaemon starts the root's daemon in a mount namespace of its
-// own, with a tmpfs of the given size on dir holding its audit log, and
-// returns where the test reaches that tmpfs (through the daemon's
-// /proc/PID/root). The host's dir stays an empty folder.
-func (r *wardenRoot) privateAuditDaemon(dir, size string) string {
+// privateDaemon starts the root's daemon (with args) in a mount namespace
+// of its own, with a tmpfs of the given size on dir (the audit log's
+// folder, the pool folder), and returns where the test reaches that tmpfs
+// (through the daemon's /proc/PID/root). On the host dir stays as it was.
+func (r *wardenRoot) privateDaemon(dir, size string, args ...string) string {
 	r.t.Helper()
-	daemon := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
-		`mount -t tmpfs -o size="$1",mode=0700 warden-audit "$2" && exec "$3" --root "$4" daemon --audit-log "$2/audit.log"`,
-		"sh", size, dir, wardenBinary, r.root)
+	daemon := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c",
+		`mount -t tmpfs -o size="$1",mode=0711 warden-test "$2" && shift 2 && exec "$@"`,
+		"sh", size, dir, wardenBinary, "--root", r.root, "daemon"}, args...)...)
 	var out bytes.Buffer
 	daemon.Stdout, daemon.Stderr = &out, &out
 	if err := daemon.Start(); err != nil {
@@ -100,8 +100,12 @@ func (r *wardenRoot) privateAuditDaemon(dir, size string) string {
 	exited := make(chan struct{})
 	go func() { daemon.Wait(); close(exited) }()
 	r.t.Cleanup(func() {
-		syscall.Kill(daemon.Process.Pid, syscall.SIGTERM) // (if teardown has not)
-		<-exited
+		select {
+		case <-exited:
+		default: // (the test has not stopped it)
+			syscall.Kill(daemon.Process.Pid, syscall.SIGTERM)
+			<-exited
+		}
 	})
 	// Any call before its socket is there would start another daemon.
 	deadline := time.Now().Add(10 * time.Second)
