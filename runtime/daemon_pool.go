@@ -244,6 +244,7 @@ func (ps *pools) drain(name string) error {
 	}
 	ps.mu.Unlock()
 	if name != "" && len(drained) == 0 {
+		ps.saveMu.Unlock()
 		return fmt.Errorf("no pool for %s; see `warden pool status`", name)
 	}
 	err := ps.destroy(retired)
