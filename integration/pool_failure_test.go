@@ -48,14 +48,16 @@ func TestExecAllowUnderTmp(t *testing.T) {
 }
 
 // TestPoolStartFailureBacksOff: a pool whose sandbox cannot start (here:
-// its state folder is immutable) fails the fill with the reason, says so
+// the root's container state folder is immutable) fails the fill with the reason, says so
 // in pool status, and retries less and less often instead of every
 // second; a new fill once the cause is gone fills it at once.
 func TestPoolStartFailureBacksOff(t *testing.T) {
 	r := newRoot(t)
 	policy := r.policy(poolPolicy)
 	r.fill(policy, 0)
-	poolDir := filepath.Join(r.root, "pool")
+	// (not the pool folder: a fill whose pools.json cannot be written
+	// fails before any start)
+	poolDir := filepath.Join(r.root, "containers")
 	if out, err := exec.Command("chattr", "+i", poolDir).CombinedOutput(); err != nil {
 		t.Fatalf("chattr +i %s (the test needs an immutable folder): %v: %s", poolDir, err, out)
 	}

@@ -569,7 +569,8 @@ func TestSessionRemoveAndGC(t *testing.T) {
 	r.expectAlive(id2)
 
 	// An orphan: a running container whose session state is gone (its
-	// daemon crashed while removing it). gc kills and removes it.
+	// daemon crashed while removing it). The next daemon kills and
+	// removes it as it starts, before any gc.
 	id3 := r.create("orphan", p, ws)
 	r.killDaemon(syscall.SIGKILL)
 	if err := os.RemoveAll(filepath.Join(r.root, "sessions", id3)); err != nil {
@@ -578,9 +579,14 @@ func TestSessionRemoveAndGC(t *testing.T) {
 	if len(cgroupProcesses(id3)) == 0 {
 		t.Fatalf("the orphan's sandbox is not running")
 	}
+	r.list()
+	r.assertGone(id3, id3, 0, "an orphan container, after the daemon's start")
+	if recs, _ := r.logs("--session", id3); len(recs) == 0 || recs[len(recs)-1].Event != "container.reap" {
+		t.Errorf("audit records of the orphan %s: %+v; want container.reap last", id3, recs)
+	}
 	res := r.warden("gc")
-	if res.Exit != 0 || !strings.Contains(res.Stdout, "container "+id3) {
-		t.Errorf("gc of an orphan: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
+	if res.Exit != 0 || strings.Contains(res.Stdout, id3) {
+		t.Errorf("gc after the orphan was reaped: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
 	}
 	if strings.Contains(res.Stdout, id2) {
 		t.Errorf("gc removed the live session %s: %s", id2, res.Stdout)

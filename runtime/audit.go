@@ -22,7 +22,7 @@ import (
 // and duration, net.deny with the reason).
 type AuditRecord struct {
 	Time       time.Time `json:"time"`
-	Event      string    `json:"event"` // exec, session.create, session.remove, session.expire, session.reap, net.allow, net.deny, net.suppressed
+	Event      string    `json:"event"` // exec, session.create, session.remove, session.expire, session.reap, pool.*, container.reap, net.allow, net.deny, net.suppressed
 	Session    string    `json:"session"`
 	Policy     string    `json:"policy,omitempty"`
 	PolicyHash string    `json:"policyHash,omitempty"`
@@ -50,15 +50,29 @@ type AuditRecord struct {
 	Hosts []string `json:"hosts,omitempty"`
 }
 
-// auditLog appends JSON lines to a file, one write per record so lines
-// from concurrent commands never interleave. One whose file could not be
-// opened has only err, why not, and drops its lines.
+// auditLog appends JSON lines to a file, one write() per record on a
+// descriptor opened O_APPEND, so lines from concurrent commands never
+// interleave. One whose file could not be opened has only err, why not,
+// and drops its lines.
 type auditLog struct {
 	mu     sync.Mutex
 	f      *os.File
 	err    error
 	warned sync.Once
+	// reserved is the room kept, past the file's end, for the records of
+	// the commands still running (reserve).
+	reserved int64
+	// failing: the last write failed, and the daemon's log said so once.
+	failing bool
 }
+
+// ErrAuditWrite says a record could not be written to the audit log; a
+// command whose record cannot be written does not run.
+var ErrAuditWrite = errors.New("the audit log could not be written")
+
+// recordRoom is what a command's record may grow by when it ends: exit
+// code, signal, duration and an error message.
+const recordRoom = 1024
 
 // openAudit opens an audit log for appending, refusing anything but a
 // regular file without following a link: a FIFO would block the open
@@ -75,7 +89,7 @@ func openAudit(path string) (*auditLog, error) {
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {
 		var made int
-		made, err = unix.Open(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		made, err = unix.Open(path, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err == nil {
 			return &auditLog{f: os.NewFile(uintptr(made), path)}, nil
 		}
@@ -96,7 +110,8 @@ func openAudit(path string) (*auditLog, error) {
 		return nil, notRegular(path, nil)
 	}
 	// The very file looked at, whatever replaced the name meanwhile.
-	wfd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC, 0)
+	// Read and write: a write looks at the last byte (appendLine).
+	wfd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDWR|unix.O_APPEND|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -131,9 +146,11 @@ func notRegular(path string, err error) error {
 	return fmt.Errorf("%s is %s, not a regular file; %s", path, what, fix)
 }
 
-func (a *auditLog) write(r AuditRecord) {
+// write appends a record. It says when the record could not be written
+// (and the daemon's log says so too, once until a write succeeds again).
+func (a *auditLog) write(r AuditRecord) error {
 	if a == nil || a.f == nil {
-		return
+		return nil // no log at all: auditSink said so once
 	}
 	r.Time = r.Time.UTC()
 	if r.Time.IsZero() {
@@ -141,11 +158,104 @@ func (a *auditLog) write(r AuditRecord) {
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
+		return err
+	}
+	line := append(TerminalSafe(data), '\n')
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	err = a.appendLine(line)
+	switch {
+	case err != nil && !a.failing:
+		a.failing = true
+		logrus.Warnf("%v; its records are lost until it can be written again", err)
+	case err == nil && a.failing:
+		a.failing = false
+		logrus.Infof("audit log %s is written again", a.f.Name())
+	}
+	return err
+}
+
+// appendLine writes one line with a single write(): a full disk can cut
+// it short, never split it among others. A part written is cut off again,
+// and a line that does not follow a newline (one cut short by a crash)
+// starts with one, so every record stays a line of its own.
+func (a *auditLog) appendLine(line []byte) error {
+	fd := int(a.f.Fd())
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return a.writeError(err)
+	}
+	if st.Size > 0 {
+		var last [1]byte
+		if n, _ := unix.Pread(fd, last[:], st.Size-1); n == 1 && last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
+		}
+	}
+	n, err := unix.Write(fd, line)
+	for err == unix.EINTR {
+		n, err = unix.Write(fd, line)
+	}
+	if err == nil && n == len(line) {
+		if a.reserved > 0 { // what this line took of the room is kept again
+			unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, st.Size+int64(n), a.reserved)
+		}
+		return nil
+	}
+	if err == nil {
+		err = unix.ENOSPC // a short write: the file system's room ran out
+	}
+	if n > 0 {
+		var now unix.Stat_t
+		if unix.Fstat(fd, &now) == nil && now.Size == st.Size+int64(n) { // nobody appended since
+			unix.Ftruncate(fd, st.Size)
+		}
+	}
+	return a.writeError(err)
+}
+
+func (a *auditLog) writeError(err error) error {
+	return fmt.Errorf("%w: %s: %v", ErrAuditWrite, a.f.Name(), err)
+}
+
+// reserve keeps room past the log's end for the record of a command about
+// to run, so the record can be written when the command ends, whatever
+// fills the file system meanwhile (the command itself, say). No room, no
+// command: the error says why. release gives the room back. A file
+// system that cannot keep room (no fallocate) is not refused; the
+// record's write is then the only check.
+func (a *auditLog) reserve(r AuditRecord) (int64, error) {
+	if a == nil || a.f == nil {
+		return 0, nil
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return 0, err
+	}
+	n := int64(len(data)) + recordRoom
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fd := int(a.f.Fd())
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, a.writeError(err)
+	}
+	err = unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, st.Size, a.reserved+n)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		err = nil
+	}
+	if err != nil {
+		return 0, a.writeError(err)
+	}
+	a.reserved += n
+	return n, nil
+}
+
+func (a *auditLog) release(n int64) {
+	if a == nil || n == 0 {
 		return
 	}
-	data = TerminalSafe(data)
 	a.mu.Lock()
-	a.f.Write(append(data, '\n'))
+	a.reserved -= n
 	a.mu.Unlock()
 }
 

@@ -119,3 +119,34 @@ func TestOpenAuditNotRegular(t *testing.T) {
 		t.Errorf("OpenAudit made the root: %v", err)
 	}
 }
+
+// A line cut short (a crash in the middle of a write) does not swallow
+// the next record: it starts on a line of its own.
+func TestAuditAfterTornLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	torn := `{"time":"2026-01-01T00:00:00Z","event":"exec","sess`
+	if err := os.WriteFile(path, []byte(torn), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := openAudit(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	for _, id := range []string{"s1", "s2"} {
+		if err := a.write(AuditRecord{Event: "session.create", Session: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(string(data), "\n")
+	if len(lines) != 4 || lines[0] != torn || lines[3] != "" {
+		t.Fatalf("audit log after a torn line:\n%s", data)
+	}
+	for i, id := range []string{"s1", "s2"} {
+		var rec AuditRecord
+		if err := json.Unmarshal([]byte(lines[i+1]), &rec); err != nil || rec.Session != id {
+			t.Errorf("line %d: %q: %v", i+2, lines[i+1], err)
+		}
+	}
+}

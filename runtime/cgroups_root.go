@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"path/filepath"
 )
 
@@ -22,17 +21,53 @@ func (rt *Runtime) cgroupPath(container string) string {
 }
 
 // sessionContainer is the libcontainer id of a session: its own id, or
-// the pooled container's it was claimed from.
+// the pooled container's it was claimed from. Reaping a session whose
+// session.json is damaged must still find that container: a claimed
+// session's folder also holds the pool.json it was started with, and
+// every session's config.json names its cgroup, which is the
+// container's id.
 func (rt *Runtime) sessionContainer(id string) string {
-	data, err := os.ReadFile(filepath.Join(rt.sessionDir(id), "session.json"))
-	if err != nil {
-		return id
+	dir := rt.sessionDir(id)
+	for _, f := range []struct {
+		file string
+		id   func(data []byte) string
+	}{
+		{"session.json", func(data []byte) string {
+			var s struct {
+				Container string `json:"container"`
+			}
+			if json.Unmarshal(data, &s) != nil || s.Container == "" {
+				return id // a cold session: it names no other container
+			}
+			return s.Container
+		}},
+		{"pool.json", func(data []byte) string {
+			var p struct {
+				ID string `json:"id"`
+			}
+			json.Unmarshal(data, &p)
+			return p.ID
+		}},
+		{filepath.Join("bundle", "config.json"), func(data []byte) string {
+			var c struct {
+				Linux struct {
+					CgroupsPath string `json:"cgroupsPath"`
+				} `json:"linux"`
+			}
+			json.Unmarshal(data, &c)
+			if filepath.Dir(c.Linux.CgroupsPath) != filepath.Dir(rt.cgroupPath("x")) {
+				return ""
+			}
+			return filepath.Base(c.Linux.CgroupsPath)
+		}},
+	} {
+		data, err := readStateFile(filepath.Join(dir, f.file))
+		if err != nil || !json.Valid(data) {
+			continue
+		}
+		if c := f.id(data); c != "" && CheckID(c) == nil {
+			return c
+		}
 	}
-	var s struct {
-		Container string `json:"container"`
-	}
-	if json.Unmarshal(data, &s) != nil || s.Container == "" || CheckID(s.Container) != nil {
-		return id
-	}
-	return s.Container
+	return id
 }

@@ -65,6 +65,13 @@ func NewDaemon(rt *Runtime, auditPath string) (*Daemon, error) {
 	}
 	d := &Daemon{rt: rt, audit: audit, lock: lock, sessions: map[string]*daemonSession{}, pools: newPools(rt)}
 	rt.audit = audit
+	// Before anything is adopted or reaped: a pool state that cannot be
+	// read stops the start and changes nothing.
+	if err := d.pools.load(); err != nil {
+		audit.close()
+		lock.Close()
+		return nil, err
+	}
 	d.adopt()
 	sock := SocketPath(rt.Root)
 	os.Remove(sock) // a dead daemon's socket; we hold the lock

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -86,6 +86,11 @@ type pools struct {
 	mu       sync.Mutex
 	byName   map[string]*pool
 	starting map[string]bool // container ids being started or claimed
+	// saveMu keeps a change's save and its taking effect together, so
+	// pools.json always lists what the pools are.
+	saveMu sync.Mutex
+	// saved is what pools.json listed when the daemon started (load).
+	saved []PoolRequest
 }
 
 func newPools(rt *Runtime) *pools {
@@ -106,8 +111,14 @@ func (ps *pools) wake() {
 }
 
 // set creates or resizes a pool. The policy is loaded now, so a bad file is
-// an error for the caller and changes nothing.
+// an error for the caller and changes nothing; so is a pools.json that
+// cannot be written (a full disk): a pool a restarted daemon would not
+// know is not made.
 func (ps *pools) set(req PoolRequest) error {
+	return ps.apply(req, true)
+}
+
+func (ps *pools) apply(req PoolRequest, persist bool) error {
 	if req.Size < 0 || req.Size > MaxPoolSize {
 		return fmt.Errorf("pool size %d: use 0 to %d", req.Size, MaxPoolSize)
 	}
@@ -129,6 +140,13 @@ func (ps *pools) set(req PoolRequest) error {
 		return err
 	}
 	name := poolName(req.Files)
+	ps.saveMu.Lock()
+	defer ps.saveMu.Unlock()
+	if persist {
+		if err := ps.save(name, &req); err != nil {
+			return err
+		}
+	}
 	ps.mu.Lock()
 	pl, ok := ps.byName[name]
 	if !ok {
@@ -147,7 +165,6 @@ func (ps *pools) set(req PoolRequest) error {
 	}
 	ps.mu.Unlock()
 	ps.destroy(retired)
-	ps.save()
 	ps.wake()
 	return nil
 }
@@ -213,6 +230,7 @@ func (ps *pools) firstStart(name string, attempts int) error {
 // drain removes a pool (every pool when name is empty) and its ready
 // containers. Sessions already claimed from it are not touched.
 func (ps *pools) drain(name string) error {
+	ps.saveMu.Lock()
 	ps.mu.Lock()
 	var retired []*pooled
 	var drained []*pool
@@ -226,10 +244,16 @@ func (ps *pools) drain(name string) error {
 	}
 	ps.mu.Unlock()
 	if name != "" && len(drained) == 0 {
+		ps.saveMu.Unlock()
 		return fmt.Errorf("no pool for %s; see `warden pool status`", name)
 	}
 	err := ps.destroy(retired)
-	ps.save()
+	// Saved after the containers are gone, which frees room on a full
+	// disk; a save that fails still says so.
+	if serr := ps.save("", nil); serr != nil {
+		err = errors.Join(err, fmt.Errorf("%w; a restarted daemon would fill the drained pools again: free space, then drain again", serr))
+	}
+	ps.saveMu.Unlock()
 	// A container still starting for a drained pool is stopped by its
 	// starter; wait for that, so nothing of the pool outlives the drain.
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -490,19 +514,52 @@ type savedPools struct {
 	Pools []PoolRequest `json:"pools"`
 }
 
-func (ps *pools) save() {
+// save writes pools.json: the pools as they are, with the pool name set
+// to req (or, with req nil, as they are). The caller holds saveMu.
+func (ps *pools) save(name string, req *PoolRequest) error {
 	ps.mu.Lock()
 	var sp savedPools
-	for _, name := range ps.names() {
-		sp.Pools = append(sp.Pools, ps.byName[name].PoolRequest)
+	for _, n := range ps.names() {
+		if n != name {
+			sp.Pools = append(sp.Pools, ps.byName[n].PoolRequest)
+		}
 	}
 	ps.mu.Unlock()
-	data, _ := json.MarshalIndent(sp, "", "  ")
-	ps.rt.makePoolDir()
-	tmp := ps.statePath() + ".tmp"
-	if os.WriteFile(tmp, data, 0o600) == nil {
-		os.Rename(tmp, ps.statePath())
+	if req != nil {
+		sp.Pools = append(sp.Pools, *req)
+		sort.Slice(sp.Pools, func(i, j int) bool { return poolName(sp.Pools[i].Files) < poolName(sp.Pools[j].Files) })
 	}
+	data, err := json.MarshalIndent(sp, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := ps.rt.makePoolDir(); err != nil {
+		return fmt.Errorf("pool state: %w", err)
+	}
+	if err := writeStateFile(ps.statePath(), data); err != nil {
+		return fmt.Errorf("pool state: %w", err)
+	}
+	return nil
+}
+
+// load reads pools.json, the pools `pool fill` set up. One that cannot be
+// read (garbled, or not a regular file) is an error that stops the
+// daemon from starting: starting without it would forget every pool and
+// reap their ready sandboxes.
+func (ps *pools) load() error {
+	data, err := readStateFile(ps.statePath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pool state: %w", err)
+	}
+	var sp savedPools
+	if err := json.Unmarshal(data, &sp); err != nil {
+		return fmt.Errorf("pool state %s is damaged (%v); it lists the pools `warden pool fill` set up: repair it, or remove it to start without them and fill them again", ps.statePath(), err)
+	}
+	ps.saved = sp.Pools
+	return nil
 }
 
 // adopt restores the pools of pools.json and of the configuration file,
@@ -510,18 +567,22 @@ func (ps *pools) save() {
 // containers whose claim was cut short, whose sandbox died, or whose
 // policy changed while no daemon watched.
 func (ps *pools) adopt(config []PoolRequest, audit func(id string, err error)) {
-	var reqs []PoolRequest
-	if data, err := os.ReadFile(ps.statePath()); err == nil {
-		var sp savedPools
-		if err := json.Unmarshal(data, &sp); err == nil {
-			reqs = append(reqs, sp.Pools...)
-		}
-	}
-	reqs = append(reqs, config...)
-	for _, r := range reqs {
-		if err := ps.set(r); err != nil {
+	for _, r := range ps.saved {
+		if err := ps.apply(r, false); err != nil { // pools.json says it already
 			logrus.Warnf("pool %s: %v", poolName(r.Files), err)
 		}
+	}
+	for _, r := range config {
+		if err := ps.apply(r, false); err != nil {
+			logrus.Warnf("pool %s: %v", poolName(r.Files), err)
+		}
+	}
+	if len(config) > 0 { // the configuration's pools join pools.json
+		ps.saveMu.Lock()
+		if err := ps.save("", nil); err != nil {
+			logrus.Warnf("%v; the pools of the configuration file run all the same", err)
+		}
+		ps.saveMu.Unlock()
 	}
 	for _, id := range ps.rt.pooledIDs() {
 		pc, err := ps.rt.loadPooled(id)
@@ -582,6 +643,32 @@ func (d *Daemon) AdoptPools(cfg *Config) {
 	d.pools.adopt(config, func(id string, err error) {
 		d.audit.write(AuditRecord{Event: "pool.reap", Session: id, Error: err.Error()})
 	})
+	d.reapOrphans()
+}
+
+// reapOrphans removes the containers and cgroups of the root that no
+// session or pool owns once both are adopted: what a previous daemon
+// lost track of (a pooled container whose folder is gone, say). Nothing
+// of this daemon's is under way yet.
+func (d *Daemon) reapOrphans() {
+	owned := map[string]bool{}
+	d.mu.Lock()
+	for _, s := range d.sessions {
+		owned[s.containerID()] = true
+	}
+	d.mu.Unlock()
+	d.pools.live(owned)
+	for _, id := range d.rt.orphans(owned) {
+		err := d.rt.removeContainer(id)
+		rec := AuditRecord{Event: "container.reap", Session: id}
+		if err != nil {
+			rec.Error = err.Error()
+			logrus.Warnf("reaping container %s, which no session or pool owns: %v", id, err)
+		} else {
+			logrus.Warnf("reaped container %s, which no session or pool owned", id)
+		}
+		d.audit.write(rec)
+	}
 }
 
 // createSession claims a ready container from a warm pool when one can

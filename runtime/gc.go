@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opencontainers/runc/libcontainer"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,7 +63,7 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		if live[id] {
 			continue
 		}
-		if c, err := libcontainer.Load(rt.containersDir(), id); err == nil {
+		if c, err := loadContainer(rt.containersDir(), id); err == nil {
 			if err := killAndDestroy(c); err != nil {
 				errs = append(errs, fmt.Errorf("container %s: %w", id, err))
 				continue
@@ -214,6 +213,37 @@ func mountsUnder(dir string) []string {
 	}
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// orphans lists the containers of this root, by libcontainer state or by
+// cgroup, that nothing owns: no id in owned, no session folder (a sandbox
+// another process runs, or one being made, has one before its container)
+// and no pooled container's folder.
+func (rt *Runtime) orphans(owned map[string]bool) []string {
+	seen := map[string]bool{}
+	var out []string
+	consider := func(id string) {
+		if seen[id] || owned[id] || CheckID(id) != nil {
+			return
+		}
+		seen[id] = true
+		for _, dir := range []string{rt.sessionDir(id), filepath.Join(rt.poolDir(), id)} {
+			if _, err := os.Lstat(dir); err == nil {
+				return
+			}
+		}
+		out = append(out, id)
+	}
+	entries, _ := os.ReadDir(rt.containersDir())
+	for _, e := range entries {
+		consider(e.Name())
+	}
+	for _, dir := range rt.cgroupDirs() {
+		if filepath.Base(filepath.Dir(dir)) == rt.rootTag() {
+			consider(filepath.Base(dir))
+		}
 	}
 	return out
 }

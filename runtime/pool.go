@@ -426,7 +426,7 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "pool.json"), data, 0o600); err != nil {
+	if err := writeStateFile(filepath.Join(dir, "pool.json"), data); err != nil {
 		return nil, err
 	}
 	s := &Session{ID: id, rt: rt, home: dir}
@@ -447,7 +447,7 @@ func (rt *Runtime) loadPooled(id string) (*pooled, error) {
 	if _, err := os.Stat(filepath.Join(dir, "session.json")); err == nil {
 		return nil, errors.New("a claim was under way when the daemon stopped")
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "pool.json"))
+	data, err := readStateFile(filepath.Join(dir, "pool.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -455,7 +455,7 @@ func (rt *Runtime) loadPooled(id string) (*pooled, error) {
 	if err := json.Unmarshal(data, pc); err != nil || pc.ID != id {
 		return nil, fmt.Errorf("pool.json: bad state (%v)", err)
 	}
-	c, err := libcontainer.Load(rt.containersDir(), id)
+	c, err := loadContainer(rt.containersDir(), id)
 	if err != nil {
 		return nil, err
 	}
@@ -480,22 +480,8 @@ func (rt *Runtime) pooledIDs() []string {
 // destroyPooled removes a pooled container and its folder.
 func (rt *Runtime) destroyPooled(id string) error {
 	var errs []error
-	if c, err := libcontainer.Load(rt.containersDir(), id); err == nil {
-		if err := killAndDestroy(c); err != nil {
-			errs = append(errs, fmt.Errorf("destroy container: %w", err))
-		}
-	} else if err := os.RemoveAll(filepath.Join(rt.containersDir(), id)); err != nil {
-		errs = append(errs, err) // a start that failed half-way
-	}
-	// A start cut short (a daemon killed in the middle) leaves cgroups,
-	// and maybe a process in them, that libcontainer does not know of.
-	for _, base := range []string{"/sys/fs/cgroup/*", "/sys/fs/cgroup"} {
-		dirs, _ := filepath.Glob(base + rt.cgroupPath(id))
-		for _, dir := range dirs {
-			if err := removeCgroup(dir); err != nil {
-				errs = append(errs, err)
-			}
-		}
+	if err := rt.removeContainer(id); err != nil {
+		errs = append(errs, err)
 	}
 	if err := removeSessionDir(filepath.Join(rt.poolDir(), id)); err != nil {
 		errs = append(errs, err)

@@ -377,11 +377,7 @@ func (s *Session) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(s.dir(), "session.json.tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(s.dir(), "session.json"))
+	return writeStateFile(filepath.Join(s.dir(), "session.json"), data)
 }
 
 // containerID is the session's libcontainer id.
@@ -485,7 +481,7 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 	if err := CheckID(id); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(rt.sessionDir(id), "session.json"))
+	data, err := readStateFile(filepath.Join(rt.sessionDir(id), "session.json"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNoSession, id)
 	} else if err != nil {
@@ -500,7 +496,7 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 		return nil, err
 	}
 	s.policy, s.Limits, s.Env = p, p.Limits, spec.SandboxEnv(p, nil)
-	c, err := libcontainer.Load(rt.containersDir(), s.containerID())
+	c, err := loadContainer(rt.containersDir(), s.containerID())
 	if err != nil {
 		return nil, fmt.Errorf("session %s: container: %w", id, err)
 	}
@@ -579,13 +575,8 @@ var errHeld = errors.New("another warden process runs it")
 // bundle holds only mountpoints and generated files.
 func (rt *Runtime) destroy(id string) error {
 	var errs []error
-	if c, err := libcontainer.Load(rt.containersDir(), rt.sessionContainer(id)); err == nil {
-		if err := killAndDestroy(c); err != nil {
-			errs = append(errs, fmt.Errorf("destroy container: %w", err))
-		}
-	} else {
-		// A container whose start failed early has a folder and no state.
-		os.Remove(filepath.Join(rt.containersDir(), id))
+	if err := rt.removeContainer(rt.sessionContainer(id)); err != nil {
+		errs = append(errs, err)
 	}
 	dir := rt.sessionDir(id)
 	if err := removeSessionDir(dir); err != nil {
@@ -781,17 +772,31 @@ var ErrTimeoutTooLong = errors.New("timeout exceeds the policy's limits.timeout"
 // Exec runs one command in the session, waits for it and writes its
 // audit line: to the daemon's log, or for a runtime without a daemon
 // (warden do, the Go API) to the root's, one append per line either way.
+//
+// A command whose line cannot be written does not run: room for the line
+// is kept before it starts (auditLog.reserve), and without room the error
+// says so (ErrAuditWrite). Should the line still fail when the command
+// ended, the error says that it ran and how it ended.
 func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
-	res, err := s.exec(ctx, o)
+	audit := s.rt.auditSink()
 	rec := AuditRecord{Event: "exec", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
-		Argv: o.Argv, Cwd: s.cwd(o.Cwd), DurationMs: float64(res.Duration.Microseconds()) / 1000}
+		Argv: o.Argv, Cwd: s.cwd(o.Cwd)}
+	room, err := audit.reserve(rec)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("%w; the command was not run: free space on that file system, then run it again", err)
+	}
+	defer audit.release(room)
+	res, err := s.exec(ctx, o)
+	rec.DurationMs = float64(res.Duration.Microseconds()) / 1000
 	if err != nil {
 		rec.Error = err.Error()
 	} else {
 		code := res.ExitCode
 		rec.Exit, rec.Signal, rec.OOM, rec.TimedOut, rec.Error = &code, res.Signal, res.OOM, res.TimedOut, res.Error
 	}
-	s.rt.auditSink().write(rec)
+	if werr := audit.write(rec); werr != nil && err == nil {
+		err = fmt.Errorf("%w; the command ran (exit %d, signal %d) but no record of it was written: free space on that file system", werr, res.ExitCode, res.Signal)
+	}
 	return res, err
 }
 
