@@ -81,3 +81,28 @@ func TestExecWorkspaceOptIn(t *testing.T) {
 		t.Errorf("exec.allow and workspace: an unlisted program: exit %d, %q %q; want 127", res.Exit, res.Stdout, res.Stderr)
 	}
 }
+
+// A read grant that shows the workspace again (its own host path, or a
+// folder above it) is noexec like the workspace: a program written
+// through /workspace cannot be run through the alias. Reading through it
+// still works.
+func TestReadGrantAliasingWorkspace(t *testing.T) {
+	r := newRoot(t)
+	parent := tempDir(t)
+	ws := filepath.Join(parent, "project")
+	os.Mkdir(ws, 0o755)
+	writeFile(t, ws, "notes.txt", "seen through the alias\n")
+	for name, grant := range map[string]string{"the workspace itself": ws, "a folder above it": parent} {
+		policy := r.policy("name = \"alias\"\n[fs]\nread = [\"" + grant + "\"]\nwrite = [\"$WORK_DIR\"]\n")
+		id := r.create("alias", policy, ws)
+		res := r.exec(id, nil, "sh", "-c", "cat "+ws+"/notes.txt && cp /bin/true /workspace/t && chmod +x /workspace/t && "+ws+"/t && echo alias-ran")
+		if !strings.Contains(res.Stdout, "seen through the alias") {
+			t.Errorf("%s: the read grant does not show the workspace's files: exit %d, %q %q", name, res.Exit, res.Stdout, res.Stderr)
+		}
+		if res.Exit == 0 || strings.Contains(res.Stdout, "alias-ran") {
+			t.Errorf("%s: a program written into the workspace ran through the read grant: exit %d, %q", name, res.Exit, res.Stdout)
+		}
+		os.Remove(filepath.Join(ws, "t"))
+		r.warden("session", "rm", id)
+	}
+}

@@ -303,6 +303,7 @@ func (g *generator) grants() error {
 		}
 	}
 	g.maskAliases(rules)
+	g.noexecAliases(rules)
 	for _, r := range rules {
 		if r.rule.Access == policies.AccessNone && r.missing != "" {
 			if err := g.checkAbsent(r, rules); err != nil {
@@ -674,6 +675,29 @@ func (g *generator) mask(inside string, dir bool) {
 // maskAliases hides each denied host file under every bind that shows it
 // at another place: a workspace that is $HOME shows ~/.ssh at
 // /workspace/.ssh.
+// noexecAliases makes a read grant noexec when it shows a write grant's
+// files too (the same folder, one above it or one inside it, as a policy
+// reading the workspace's own host path does): the sandbox would write a
+// program through the writable grant and run it through the read-only one.
+func (g *generator) noexecAliases(rules []placed) {
+	for i, m := range g.b.Spec.Mounts {
+		if m.Type != "bind" || !slices.Equal(m.Options, roBind) || isSystem(m.Destination) {
+			continue // only read grants that let programs run
+		}
+		for _, r := range rules {
+			if r.rule.Access != policies.AccessWrite || r.source == "" {
+				continue
+			}
+			_, below := under(r.source, m.Source)
+			_, above := under(m.Source, r.source)
+			if below || above {
+				g.b.Spec.Mounts[i].Options = roBindNoexec
+				break
+			}
+		}
+	}
+}
+
 func (g *generator) maskAliases(rules []placed) {
 	binds := slices.Clone(g.b.Spec.Mounts)
 	for _, r := range rules {
