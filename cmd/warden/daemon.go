@@ -70,8 +70,7 @@ the file leaves the kernel as it is.`,
 		}
 		d, err := runtime.NewDaemon(rt, audit)
 		if errors.Is(err, runtime.ErrDaemonRunning) {
-			logrus.Info(err)
-			return nil
+			return fmt.Errorf("%w (%s): one daemon per state root; stop that one (SIGTERM) to start another", err, rt.Root)
 		} else if err != nil {
 			return err
 		}
