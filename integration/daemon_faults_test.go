@@ -306,3 +306,32 @@ print(s.recv(65536).decode())
 		}
 	}
 }
+
+// TestExecAuditSurvivesDaemonKill: a command the daemon started has its
+// audit line even when the daemon is killed (-9) before the command ends:
+// the exec.start line written as it starts. A command that ends has both.
+func TestExecAuditSurvivesDaemonKill(t *testing.T) {
+	r := newRoot(t)
+	id := r.create("auditkill", r.policy("name = \"auditkill\"\n[exec]\nallow = [\"sleep\", \"true\", \"cat\"]\n"), tempDir(t))
+	if res := r.exec(id, nil, "true"); res.Exit != 0 {
+		t.Fatalf("exec: exit %d, %s", res.Exit, res.Stderr)
+	}
+	cmd := r.command("exec", "--session", id, "--", "sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait()
+	r.waitStarted(id, "sleep")
+	r.killDaemon(syscall.SIGKILL)
+	recs, text := r.logs("--session", id)
+	var lines []string
+	for _, rec := range recs {
+		if strings.HasPrefix(rec.Event, "exec") {
+			lines = append(lines, rec.Event+" "+strings.Join(rec.Argv, " "))
+		}
+	}
+	if want := "exec.start true|exec true|exec.start sleep 30"; strings.Join(lines, "|") != want {
+		t.Errorf("exec lines after the daemon was killed mid-command: %q, want %q\n%s", strings.Join(lines, "|"), want, text)
+	}
+	r.expectAlive(id) // a new daemon re-adopts the session
+}

@@ -453,6 +453,10 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 	s.running++
 	s.execs++
 	d.mu.Unlock()
+	// The exec line comes when the command ends; this one says it
+	// started, should the daemon die (kill -9) before then.
+	d.audit.write(AuditRecord{Event: "exec.start", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+		Argv: e.Argv, Cwd: s.cwd(e.Cwd)})
 	// The client going away (or a signal it forwards) reaches the command.
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
