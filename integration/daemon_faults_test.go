@@ -198,7 +198,7 @@ func cpuTime(t *testing.T, pid int) time.Duration {
 func TestExecSignalWhileDaemonAway(t *testing.T) {
 	r := newRoot(t)
 	ws := tempDir(t)
-	id := r.create("sig", r.policy("name = \"sig\"\n[fs]\nwrite = [\"$WORK_DIR\"]\n[exec]\nallow = [\"sh\", \"true\"]\n"), ws)
+	id := r.create("sig", r.policy("name = \"sig\"\n[fs]\nwrite = [\"$WORK_DIR\"]\n[exec]\nallow = [\"sh\", \"true\", \"touch\", \"sleep\"]\n"), ws)
 	daemon := r.theDaemon()
 	stopped := true
 	syscall.Kill(daemon, syscall.SIGSTOP)
@@ -251,6 +251,29 @@ func TestExecSignalWhileDaemonAway(t *testing.T) {
 	stopped = false
 	if res, took := r.timedExec(id, "true"); res.Exit != 0 || took > 3*time.Second {
 		t.Errorf("exec once the daemon went on: exit %d in %s, %q", res.Exit, took, res.Stderr)
+	}
+	// The other half: a signal to an exec the daemon has taken goes to
+	// the command, which decides (here: exit 7).
+	for _, env := range [][]string{nil, {"WARDEN_FASTPATH=off"}} {
+		cmd := r.command("exec", "--session", id, "--", "sh", "-c", "trap 'exit 7' TERM; touch /workspace/trap; while :; do sleep 0.05; done")
+		cmd.Env = append(cmd.Env, env...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(ws, "trap")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("%v: the command did not start", env)
+			}
+		}
+		os.Remove(filepath.Join(ws, "trap"))
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 7 {
+			t.Errorf("%v: SIGTERM to an exec in flight: %v; want the command's trap to exit 7", env, err)
+		}
 	}
 	for _, name := range []string{"fast-path", "go-path", "coming-up"} {
 		if _, err := os.Stat(filepath.Join(ws, name)); err == nil {

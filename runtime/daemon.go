@@ -252,7 +252,6 @@ type Control struct {
 func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
 	defer d.conns.done(conn)
-	conn.SetReadDeadline(time.Now().Add(firstMessageWait))
 	var req Request
 	files, err := receive(conn, &req)
 	if !d.conns.started(conn) {

@@ -247,6 +247,9 @@ func (t *connTable) admit(conn *net.UnixConn) bool {
 		oldest.SetReadDeadline(time.Unix(1, 0)) // its handler ends now
 	}
 	t.open++
+	// Set here, under the lock, so an eviction's deadline is never
+	// overwritten by this one.
+	conn.SetReadDeadline(time.Now().Add(firstMessageWait))
 	t.idle[conn] = time.Now()
 	return true
 }
