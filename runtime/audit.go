@@ -22,7 +22,7 @@ import (
 // and duration, net.deny with the reason).
 type AuditRecord struct {
 	Time       time.Time `json:"time"`
-	Event      string    `json:"event"` // exec, session.create, session.remove, session.expire, session.reap, pool.*, container.reap, net.allow, net.deny, net.suppressed
+	Event      string    `json:"event"` // exec.start (daemon), exec, session.create, session.remove, session.expire, session.reap, pool.*, container.reap, net.allow, net.deny, net.suppressed
 	Session    string    `json:"session"`
 	Policy     string    `json:"policy,omitempty"`
 	PolicyHash string    `json:"policyHash,omitempty"`

@@ -23,8 +23,17 @@ type Client struct {
 	Binary string
 }
 
-// dial connects to the daemon, starting it if needed.
-func (c *Client) dial() (*net.UnixConn, error) {
+// SignalError: the caller was told to stop (SIGINT, SIGTERM, SIGHUP)
+// before the daemon had taken its request, so nothing was run.
+type SignalError struct{ Signal unix.Signal }
+
+func (e *SignalError) Error() string {
+	return fmt.Sprintf("stopped by %s before the warden daemon took the request", unix.SignalName(e.Signal))
+}
+
+// dial connects to the daemon, starting it if needed. A signal on signals
+// ends the wait.
+func (c *Client) dial(signals <-chan os.Signal) (*net.UnixConn, error) {
 	sock := SocketPath(c.Root)
 	conn, err := dialPacket(sock)
 	if err == nil {
@@ -35,6 +44,7 @@ func (c *Client) dial() (*net.UnixConn, error) {
 		return nil, err
 	}
 	deadline := time.Now().Add(10 * time.Second)
+	otherServes := false
 	for {
 		conn, err = dialPacket(sock)
 		if err == nil {
@@ -42,18 +52,28 @@ func (c *Client) dial() (*net.UnixConn, error) {
 		}
 		select {
 		case exitErr := <-d.exited:
-			if exitErr != nil {
+			if exitErr != nil && !strings.Contains(d.lastLine(), ErrDaemonRunning.Error()) {
 				return nil, d.failure(exitErr)
 			}
-			// It found another daemon starting (a racing client's),
-			// which is the one to wait for.
-			d.exited = nil
+			// Another daemon holds the root: a racing client's, starting,
+			// or one that is making its removed socket again. That one is
+			// the one to wait for.
+			d.exited, otherServes = nil, exitErr != nil
 		default:
 		}
 		if time.Now().After(deadline) {
+			if otherServes {
+				return nil, fmt.Errorf("the warden daemon that holds %s does not answer on %s: %w", c.Root, sock, err)
+			}
 			return nil, fmt.Errorf("the warden daemon did not come up (see %s): %w", d.log, err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case sig := <-signals:
+			if s, ok := sig.(unix.Signal); ok {
+				return nil, &SignalError{s}
+			}
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 
@@ -69,16 +89,21 @@ type startedDaemon struct {
 // (main's one-line error, such as a bad configuration file), else how it
 // ended.
 func (d *startedDaemon) failure(exitErr error) error {
+	if last := d.lastLine(); last != "" {
+		return fmt.Errorf("the warden daemon did not start: %s", last)
+	}
+	return fmt.Errorf("the warden daemon did not start (%v); see %s", exitErr, d.log)
+}
+
+// lastLine is the last line the daemon wrote, without main's prefix.
+func (d *startedDaemon) lastLine() string {
 	var out []byte
 	if f, err := os.Open(d.log); err == nil {
 		out, _ = io.ReadAll(io.NewSectionReader(f, d.offset, 64<<10))
 		f.Close()
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if last := strings.TrimPrefix(lines[len(lines)-1], "warden: "); last != "" {
-		return fmt.Errorf("the warden daemon did not start: %s", last)
-	}
-	return fmt.Errorf("the warden daemon did not start (%v); see %s", exitErr, d.log)
+	return strings.TrimPrefix(lines[len(lines)-1], "warden: ")
 }
 
 // startDaemon launches `warden daemon` in a session of its own, detached
@@ -127,7 +152,7 @@ func (c *Client) startDaemon() (*startedDaemon, error) {
 
 // Call sends one request and returns the reply.
 func (c *Client) Call(req Request) (Reply, error) {
-	conn, err := c.dial()
+	conn, err := c.dial(nil)
 	if err != nil {
 		return Reply{}, err
 	}
@@ -154,7 +179,7 @@ func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*
 		return ExecResult{}, err
 	}
 	e.CallerEnv = utf8Env(e.CallerEnv)
-	conn, err := c.dial()
+	conn, err := c.dial(signals)
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -168,12 +193,23 @@ func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*
 	if err := send(conn, Request{Op: "exec", ID: id, Create: create, Exec: &e}, fds...); err != nil {
 		return ExecResult{}, err
 	}
+	// A signal goes to the command. One that comes while the daemon has
+	// not read what was sent (the request, or the last signal) ends the
+	// wait instead: a daemon that does not read would never pass it on.
+	gaveUp := make(chan unix.Signal, 1)
 	go func() {
 		for sig := range signals {
-			if s, ok := sig.(unix.Signal); ok {
-				if send(conn, Control{Signal: int(s)}) != nil {
-					return
-				}
+			s, ok := sig.(unix.Signal)
+			if !ok {
+				continue
+			}
+			if unread(conn) {
+				gaveUp <- s
+				conn.Close()
+				return
+			}
+			if send(conn, Control{Signal: int(s)}) != nil {
+				return
 			}
 		}
 	}()
@@ -182,6 +218,11 @@ func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*
 		files, err := receive(conn, &r)
 		if err != nil {
 			closeAll(files)
+			select {
+			case s := <-gaveUp:
+				return ExecResult{}, &SignalError{s}
+			default:
+			}
 			return ExecResult{}, fmt.Errorf("warden daemon: %w", err)
 		}
 		switch {
@@ -197,4 +238,19 @@ func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*
 			closeAll(files)
 		}
 	}
+}
+
+// unread reports whether the peer has not yet read all that was sent on
+// conn: a unix socket's output queue holds a message until its reader
+// takes it.
+func unread(conn *net.UnixConn) bool {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	raw.Control(func(fd uintptr) {
+		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+	})
+	return n > 0
 }

@@ -28,8 +28,12 @@ func SocketPath(root string) string { return filepath.Join(root, "warden.sock") 
 type Daemon struct {
 	rt    *Runtime
 	audit *auditLog
-	ln    *net.UnixListener
-	lock  *os.File
+	lock  *os.File // the root folder, flocked; see lockRoot
+	conns *connTable
+
+	lnMu   sync.Mutex
+	ln     *net.UnixListener
+	sockID fileID // the socket file ln listens on; see watchSocket
 
 	mu       sync.Mutex
 	sessions map[string]*daemonSession
@@ -38,7 +42,8 @@ type Daemon struct {
 
 type daemonSession struct {
 	*Session
-	running int // commands in flight
+	running int  // commands in flight
+	removed bool // by `session rm --force` while commands ran
 }
 
 // ErrDaemonRunning is returned when another daemon holds the root.
@@ -50,20 +55,16 @@ func NewDaemon(rt *Runtime, auditPath string) (*Daemon, error) {
 	if err := rt.makeDirs(); err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(rt.Root, "daemon.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := lockRoot(rt.Root)
 	if err != nil {
 		return nil, err
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, ErrDaemonRunning
 	}
 	audit, err := openAudit(auditPath)
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	d := &Daemon{rt: rt, audit: audit, lock: lock, sessions: map[string]*daemonSession{}, pools: newPools(rt)}
+	d := &Daemon{rt: rt, audit: audit, lock: lock, conns: newConnTable(), sessions: map[string]*daemonSession{}, pools: newPools(rt)}
 	rt.audit = audit
 	// Before anything is adopted or reaped: a pool state that cannot be
 	// read stops the start and changes nothing.
@@ -75,19 +76,12 @@ func NewDaemon(rt *Runtime, auditPath string) (*Daemon, error) {
 	d.adopt()
 	sock := SocketPath(rt.Root)
 	os.Remove(sock) // a dead daemon's socket; we hold the lock
-	old := unix.Umask(0o177)
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
-	unix.Umask(old)
+	ln, id, err := listenSocket(sock)
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("daemon socket: %w", err)
 	}
-	if err := os.Chmod(sock, 0o600); err != nil {
-		ln.Close()
-		d.Close()
-		return nil, err
-	}
-	d.ln = ln
+	d.ln, d.sockID = ln, id
 	return d, nil
 }
 
@@ -122,33 +116,12 @@ func (d *Daemon) adopt() {
 func (d *Daemon) Serve(ctx context.Context) error {
 	go d.expireLoop(ctx)
 	go d.pools.loop(ctx)
-	go func() {
-		<-ctx.Done()
-		d.ln.Close()
-	}()
-	var lastRefusal time.Time
-	for {
-		conn, err := d.ln.AcceptUnix()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return err
-			}
-			continue
-		}
-		if err := checkPeer(conn); err != nil {
-			if time.Since(lastRefusal) > time.Second { // a flood of them logs one a second
-				logrus.Warnf("refused a connection to the daemon's socket: %v", err)
-				lastRefusal = time.Now()
-			}
-			conn.Close()
-			continue
-		}
-		growBuffers(conn)
-		go d.handle(ctx, conn)
-	}
+	d.lnMu.Lock()
+	go d.accept(ctx, d.ln)
+	d.lnMu.Unlock()
+	d.watchSocket(ctx)
+	d.closeSocket()
+	return nil
 }
 
 // checkPeer lets only the daemon's own user talk to it. The socket's mode
@@ -178,9 +151,7 @@ func checkPeer(conn *net.UnixConn) error {
 // Close releases the socket and lock; sessions keep running for the next
 // daemon to adopt.
 func (d *Daemon) Close() {
-	if d.ln != nil {
-		d.ln.Close()
-	}
+	d.closeSocket()
 	d.mu.Lock()
 	for _, s := range d.sessions {
 		s.stopEgress() // the next daemon serves it again
@@ -287,8 +258,18 @@ type Control struct {
 
 func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
+	defer d.conns.done(conn)
 	var req Request
 	files, err := receive(conn, &req)
+	if !d.conns.started(conn) {
+		closeAll(files)
+		send(conn, Reply{Error: d.conns.busy() + " (this connection sent no request and was closed)"})
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		send(conn, Reply{Error: fmt.Sprintf("bad request: none within %s of connecting", firstMessageWait)})
+		return
+	}
 	if err != nil {
 		send(conn, Reply{Error: "bad request: " + err.Error()})
 		return
@@ -466,6 +447,9 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 		fail(fmt.Errorf("want stdin, stdout and stderr descriptors, got %d", len(files)))
 		return
 	}
+	if peerGone(conn) {
+		return // it gave up waiting (a signal) before the request was read: run nothing
+	}
 	s, err := d.create(req.ID, req.Create, true)
 	if err != nil {
 		fail(err)
@@ -475,6 +459,10 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 	s.running++
 	s.execs++
 	d.mu.Unlock()
+	// The exec line comes when the command ends; this one says it
+	// started, should the daemon die (kill -9) before then.
+	d.audit.write(AuditRecord{Event: "exec.start", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+		Argv: e.Argv, Cwd: s.cwd(e.Cwd)})
 	// The client going away (or a signal it forwards) reaches the command.
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -510,7 +498,16 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 	// --force) must not find the command still counted as running.
 	d.mu.Lock()
 	s.running--
+	removed := s.removed
 	d.mu.Unlock()
+	if removed {
+		why := fmt.Sprintf("session %s was removed (session rm --force) while the command ran; the command was killed with it", s.ID)
+		if err != nil {
+			err = errors.New(why)
+		} else if res.Signal != 0 {
+			res.Error = why
+		}
+	}
 	if err != nil {
 		fail(err)
 		return
@@ -546,6 +543,9 @@ func (d *Daemon) remove(id string, force bool) error {
 	if ok && s.running > 0 && !force {
 		d.mu.Unlock()
 		return fmt.Errorf("session %s has %d command(s) running; wait, or use --force to kill them", id, s.running)
+	}
+	if ok {
+		s.removed = true // its commands' callers learn why they ended
 	}
 	delete(d.sessions, id)
 	d.mu.Unlock()

@@ -21,7 +21,10 @@ const maxMessage = 1 << 20
 // maxFDs bounds the descriptors one message may carry.
 const maxFDs = 4
 
-var errMessageTooLarge = fmt.Errorf("message larger than %d bytes: shorten the command line or its environment", maxMessage)
+var (
+	errMessageTooLarge = fmt.Errorf("message larger than %d bytes: shorten the command line or its environment", maxMessage)
+	errTooManyFDs      = fmt.Errorf("more than %d file descriptors in one message: send stdin, stdout and stderr only", maxFDs)
+)
 
 // send writes v as one message with fds attached.
 func send(conn *net.UnixConn, v any, fds ...int) error {
@@ -82,9 +85,13 @@ func receive(conn *net.UnixConn, v any) ([]*os.File, error) {
 		return nil, err
 	}
 	files, ferr := parseRights(oob[:oobn])
-	if fl&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || n > maxMessage {
+	if fl&unix.MSG_TRUNC != 0 || n > maxMessage {
 		closeAll(files)
 		return nil, errMessageTooLarge
+	}
+	if fl&unix.MSG_CTRUNC != 0 { // the kernel closed the ones that did not fit
+		closeAll(files)
+		return nil, errTooManyFDs
 	}
 	if ferr != nil {
 		closeAll(files)
@@ -102,6 +109,22 @@ func receive(conn *net.UnixConn, v any) ([]*os.File, error) {
 }
 
 var errClosed = errors.New("connection closed")
+
+// peerGone reports whether the other end has closed conn and sent nothing
+// more to read.
+func peerGone(conn *net.UnixConn) bool {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return true
+	}
+	gone := false
+	raw.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		gone = n == 0 && err == nil
+	})
+	return gone
+}
 
 func parseRights(oob []byte) ([]*os.File, error) {
 	if len(oob) == 0 {

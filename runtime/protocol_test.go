@@ -77,6 +77,16 @@ func TestProtocolRefusals(t *testing.T) {
 	}
 	raw([]byte("{not json"))
 	raw(make([]byte, maxMessage+10))
+	// One descriptor too many is named as such, not as a size.
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	fd := int(devnull.Fd())
+	if _, _, err := a.WriteMsgUnix([]byte(`{}`), unix.UnixRights(fd, fd, fd, fd, fd), nil); err != nil {
+		t.Fatal(err)
+	}
 	raw([]byte(`{"signal":9}`))
 	var c execControl
 	if _, err := receive(b, &c); err == nil || !strings.Contains(err.Error(), "malformed") {
@@ -84,6 +94,9 @@ func TestProtocolRefusals(t *testing.T) {
 	}
 	if _, err := receive(b, &c); !errors.Is(err, errMessageTooLarge) {
 		t.Fatalf("oversized: %v", err)
+	}
+	if _, err := receive(b, &c); !errors.Is(err, errTooManyFDs) {
+		t.Fatalf("five descriptors: %v", err)
 	}
 	if _, err := receive(b, &c); err != nil || c.Signal != 9 {
 		t.Fatalf("next message: %+v %v", c, err)

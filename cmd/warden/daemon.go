@@ -20,7 +20,8 @@ var daemonCommand = &cli.Command{
 	Usage: "own the sessions of a state root (the CLI starts it on demand)",
 	Description: `The daemon serves the CLI on ROOT/warden.sock (mode 0600), expires idle
 sessions and writes the audit log. Restarted after a crash, it re-adopts the
-sessions still running and reaps the rest.
+sessions still running and reaps the rest. One daemon serves a root: another
+started on it exits 125; a socket removed under it is made again at once.
 
 Warm pools listed in the configuration file (--config; default
 /etc/warden/config.toml for the default root, ROOT/config.toml for any other)
@@ -70,8 +71,7 @@ the file leaves the kernel as it is.`,
 		}
 		d, err := runtime.NewDaemon(rt, audit)
 		if errors.Is(err, runtime.ErrDaemonRunning) {
-			logrus.Info(err)
-			return nil
+			return fmt.Errorf("%w (%s): one daemon per state root; stop that one (SIGTERM) to start another", err, rt.Root)
 		} else if err != nil {
 			return err
 		}

@@ -187,6 +187,11 @@ func exitCode(err error) int {
 	if err == nil {
 		return 0
 	}
+	var se *runtime.SignalError
+	if errors.As(err, &se) { // as if the signal had ended warden: nothing ran
+		fmt.Fprintf(os.Stderr, "warden: %v\n", err)
+		return 128 + int(se.Signal)
+	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {

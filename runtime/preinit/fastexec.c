@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -422,6 +424,16 @@ static void run(struct request *r, char **envp)
 			unsigned char sigs[16];
 			ssize_t k = read(signal_pipe[0], sigs, sizeof sigs);
 			for (ssize_t j = 0; j < k; j++) {
+				/* The daemon has not read what was sent (the request,
+				 * or the last signal): it would not pass this one on
+				 * either, so stop waiting, as the Go client does. */
+				int unread = 0;
+				if (ioctl(sock, SIOCOUTQ, &unread) == 0 && unread > 0) {
+					const char *name = sigabbrev_np(sigs[j]);
+					dprintf(2, "warden: stopped by SIG%s before the warden daemon took the request\n",
+						name ? name : "?");
+					_exit(128 + sigs[j]);
+				}
 				char ctl[32];
 				int len = snprintf(ctl, sizeof ctl, "{\"signal\":%d}", sigs[j]);
 				wire_send(sock, ctl, (size_t)len, NULL, 0);
