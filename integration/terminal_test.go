@@ -105,7 +105,8 @@ func onCallerTerminal(t *testing.T, cmd *exec.Cmd) (string, error) {
 	}
 	select {
 	case <-copied:
-	case <-time.After(2 * time.Second):
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s: the caller's terminal was still held open 10 s after it ended", strings.Join(cmd.Args, " "))
 	}
 	return out.String(), err
 }
