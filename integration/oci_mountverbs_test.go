@@ -72,6 +72,9 @@ echo ran`
 		"sysfs made writable":      {specs.Mount{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"remount", "rw"}}, `"remount"`},
 		"bind remounted":           {specs.Mount{Destination: "/r", Type: "bind", Source: read, Options: []string{"bind", "remount"}}, `"remount"`},
 		"data on a bind":           {specs.Mount{Destination: "/x", Type: "bind", Source: write, Options: []string{"rbind", "size=1m"}}, "not accepted for a bind"},
+		// The container's uid 0 would own the grant's files as host root.
+		"own id mappings": {specs.Mount{Destination: "/x", Type: "bind", Source: write, Options: []string{"rbind"},
+			UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: 0, Size: 1}}, GIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: 0, Size: 1}}}, "uidMappings/gidMappings of its own"},
 		// A later bind on a destination would leave the earlier one's
 		// source unchecked after the start.
 		"second bind on a grant": {specs.Mount{Destination: "/r", Type: "bind", Source: write, Options: []string{"rbind"}}, "destination of two mounts"},
@@ -168,9 +171,9 @@ func TestOCIPolicyCgroupInsideAnother(t *testing.T) {
 }
 
 // root.path naming a host folder is refused under a policy (the container
-// would read what no grant gives); a root in the bundle, or a file system
-// mounted for the container elsewhere (as docker's overlay2/ID/merged),
-// works.
+// would read what no grant gives), a mounted file system that is not an
+// overlay too; a root in the bundle, or an overlay mounted for the
+// container elsewhere (as docker's overlay2/ID/merged), works.
 func TestOCIPolicyHostFolderRoot(t *testing.T) {
 	o := newOCIEnv(t)
 	policy := escapePolicy(t, tempDir(t), "")
@@ -185,12 +188,28 @@ func TestOCIPolicyHostFolderRoot(t *testing.T) {
 		}
 		o.warden(t, "delete", "--force", id)
 	}
-	snapshot := filepath.Join(privateTmpfs(t), "merged")
-	b := busyboxBundle(t, "oci-image", nil)
-	if r := run(t, nil, "cp", "-a", filepath.Join(b, "rootfs"), snapshot); r.Exit != 0 {
+	image := filepath.Join(busyboxBundle(t, "oci-image", nil), "rootfs")
+	// A tmpfs holding an image is a mount of the host's, not an overlay.
+	plain := filepath.Join(privateTmpfs(t), "plain")
+	if r := run(t, nil, "cp", "-a", image, plain); r.Exit != 0 {
 		t.Fatal(r.Stderr)
 	}
-	if r := run(t, nil, "mount", "--bind", snapshot, snapshot); r.Exit != 0 {
+	if r := run(t, nil, "mount", "--bind", plain, plain); r.Exit != 0 {
+		t.Fatal(r.Stderr)
+	}
+	t.Cleanup(func() { run(t, nil, "umount", plain) })
+	id := "oci-" + randomHex(4)
+	b := busyboxBundle(t, id, func(s *specs.Spec) { s.Root.Path = plain })
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", b, id); r.Exit != 125 || !strings.Contains(r.Stderr, "a folder of the host's") {
+		t.Errorf("root.path a bind-mounted tmpfs under a policy: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	o.warden(t, "delete", "--force", id)
+	layers := privateTmpfs(t)
+	snapshot := filepath.Join(layers, "merged")
+	for _, d := range []string{"upper", "work", "merged"} {
+		os.Mkdir(filepath.Join(layers, d), 0o755)
+	}
+	if r := run(t, nil, "mount", "-t", "overlay", "overlay", "-o", "lowerdir="+image+",upperdir="+filepath.Join(layers, "upper")+",workdir="+filepath.Join(layers, "work"), snapshot); r.Exit != 0 {
 		t.Fatal(r.Stderr)
 	}
 	t.Cleanup(func() { run(t, nil, "umount", snapshot) })

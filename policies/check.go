@@ -59,7 +59,7 @@ func NewChecker(p *Policy, v Vars) (*Checker, error) {
 		}
 		c.hosts = append(c.hosts, h)
 	}
-	for _, s := range p.Exec.Allow {
+	for _, s := range p.Exec.Programs() {
 		if filepath.IsAbs(s) {
 			c.execAbs = append(c.execAbs, filepath.Clean(s))
 			if r, err := resolvePath(s); err == nil {
@@ -180,7 +180,7 @@ func (c *Checker) CheckExec(name string) error {
 		return fmt.Errorf("exec: %w: empty name", ErrDenied)
 	}
 	if !strings.Contains(name, "/") {
-		if slices.Contains(c.exec.Allow, name) {
+		if slices.Contains(c.exec.Programs(), name) {
 			return nil
 		}
 		return fmt.Errorf("exec %q: %w: not in exec.allow", name, ErrDenied)
@@ -195,8 +195,17 @@ func (c *Checker) CheckExec(name string) error {
 	if c.execPathAllowed(filepath.Clean(path)) {
 		return nil
 	}
-	if r, err := resolvePath(path); err == nil && c.execPathAllowed(r) {
+	r, err := resolvePath(path)
+	if err == nil && c.execPathAllowed(r) {
 		return nil
+	}
+	// exec.workspace: what is written into the workspace runs, judged by
+	// where the path really leads (a link in the workspace to /usr/bin
+	// does not make its programs the workspace's).
+	if err == nil && c.exec.Workspace && c.workDir != "" {
+		if wd, werr := resolvePath(c.workDir); werr == nil && isUnder(r, wd) {
+			return nil
+		}
 	}
 	return fmt.Errorf("exec %q: %w: not in exec.allow", name, ErrDenied)
 }
@@ -205,11 +214,7 @@ func (c *Checker) execPathAllowed(path string) bool {
 	if slices.Contains(c.execAbs, path) {
 		return true
 	}
-	// exec.workspace: what the sandbox writes into its workspace runs.
-	if c.exec.Workspace && c.workDir != "" && isUnder(path, c.workDir) {
-		return true
-	}
-	return slices.Contains(SystemBinDirs, filepath.Dir(path)) && slices.Contains(c.exec.Allow, filepath.Base(path))
+	return slices.Contains(SystemBinDirs, filepath.Dir(path)) && slices.Contains(c.exec.Programs(), filepath.Base(path))
 }
 
 // maxSymlinks matches Linux's limit on links followed in one lookup.

@@ -184,6 +184,51 @@ func TestCheckNetworkAnyHost(t *testing.T) {
 	}
 }
 
+// A policy listing programs may run the command shell too, as the sandbox
+// does; one listing nothing may not.
+func TestCheckExecCommandShell(t *testing.T) {
+	for text, ok := range map[string]bool{
+		"name = \"t\"\n[exec]\nallow = [\"curl\"]\n": true,
+		"name = \"t\"\n[exec]\nallow = []\n":         false,
+	} {
+		p, err := Parse("t.toml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := NewChecker(p, Vars{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CheckExec(CommandShell); ok != (err == nil) {
+			t.Errorf("%q: CheckExec(sh) = %v, want ok %v", text, err, ok)
+		}
+		if err := c.CheckExec("/usr/bin/sh"); ok != (err == nil) {
+			t.Errorf("%q: CheckExec(/usr/bin/sh) = %v, want ok %v", text, err, ok)
+		}
+	}
+}
+
+// exec.workspace lets a program in the workspace run, judged by where its
+// path leads: a link in the workspace to a system folder does not count.
+func TestCheckExecWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.out"), nil, 0o755)
+	os.Symlink("/usr/bin", filepath.Join(ws, "link"))
+	p, err := Parse("t.toml", []byte("name = \"t\"\n[exec]\nallow = [\"curl\"]\nworkspace = true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewChecker(p, Vars{WorkDir: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ok := range map[string]bool{"./a.out": true, filepath.Join(ws, "a.out"): true, "link/su": false, filepath.Join(ws, "link/env"): false} {
+		if err := c.CheckExec(name); ok != (err == nil) {
+			t.Errorf("CheckExec(%s) = %v, want ok %v", name, err, ok)
+		}
+	}
+}
+
 func TestCheckExec(t *testing.T) {
 	c, _ := checkerFixture(t)
 	for _, tc := range []struct {

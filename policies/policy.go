@@ -1,6 +1,9 @@
 package policies
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Policy is one skill's permissions, as written in its TOML file.
 //
@@ -37,6 +40,21 @@ type Exec struct {
 	// its /tmp run (a coding agent's builds and tests): those places lose
 	// noexec, and the exec rules let them run. Off by default.
 	Workspace bool
+}
+
+// CommandShell is the shell that runs command strings (sh -c "curl … |
+// jq …", as agent frameworks run tools). A policy that lists any program
+// may run it too; it can start only the listed programs. A ceiling takes it
+// away only by listing nothing.
+const CommandShell = "sh"
+
+// Programs are the programs an exec.allow list lets run: the listed ones
+// and, when there are any, CommandShell. Nil when All.
+func (e Exec) Programs() []string {
+	if e.All || len(e.Allow) == 0 || slices.Contains(e.Allow, CommandShell) {
+		return e.Allow
+	}
+	return append(slices.Clone(e.Allow), CommandShell)
 }
 
 // Network lists host:port patterns the sandbox may reach through the

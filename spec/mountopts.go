@@ -21,7 +21,7 @@ import (
 // new mount alone (runc applies them to the mount it has just made);
 // Tighten then forces its own (ro, nosuid, noexec...) over them.
 var describingOptions = []string{
-	"defaults", "ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec",
+	"", "defaults", "acl", "nomand", "ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec",
 	"sync", "async", "dirsync", "noatime", "atime", "relatime", "norelatime",
 	"strictatime", "nostrictatime", "nodiratime", "diratime", "lazytime", "nolazytime",
 	"iversion", "noiversion", "silent", "loud", "nosymfollow", "symfollow",
@@ -57,6 +57,14 @@ func (t *tightener) checkMountOptions(m specs.Mount) error {
 	if !known {
 		return nil // kernelMount refuses the type itself
 	}
+	// A mount's own id mappings (runc id-maps a bind that has them, with
+	// or without a user namespace) would let the container own host files:
+	// a setuid-root file made in a write grant, root-only files read in a
+	// read grant. idmap alone takes the container's own user namespace.
+	if len(m.UIDMappings) > 0 || len(m.GIDMappings) > 0 {
+		return fmt.Errorf("%w: mounts: %s: uidMappings/gidMappings of its own would let the container own host files; not allowed under policy %s; remove them (idmap alone uses the container's user namespace)", ErrInvalid, m.Destination, t.p.Name)
+	}
+	userns := slices.ContainsFunc(t.s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.UserNamespace })
 	for _, opt := range m.Options {
 		for _, part := range strings.Split(opt, ",") {
 			if key, _, data := strings.Cut(part, "="); data {
@@ -64,6 +72,9 @@ func (t *tightener) checkMountOptions(m specs.Mount) error {
 			}
 			if part == "remount" {
 				return fmt.Errorf("%w: mounts: %s: option \"remount\" changes the mount already there (or its file system) instead of making a new one; it is not allowed under policy %s; remove it", ErrInvalid, m.Destination, t.p.Name)
+			}
+			if (part == "idmap" || part == "ridmap") && !userns {
+				return fmt.Errorf("%w: mounts: %s: option %q without a user namespace of the container's is not allowed under policy %s; remove it or give the container a user namespace", ErrInvalid, m.Destination, part, t.p.Name)
 			}
 			if slices.Contains(describingOptions, part) || slices.Contains(extra, part) {
 				continue

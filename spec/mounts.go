@@ -99,10 +99,6 @@ func (g *generator) bindSystem(dir string) {
 	g.bound[dir] = true
 }
 
-// CommandShell is the shell that runs command strings; a policy that lists
-// programs may always run it, and it can start only those programs.
-const CommandShell = "sh"
-
 // execAllowList places each allowed executable, and nothing else, in the
 // skeleton's executable directories.
 func (g *generator) execAllowList() error {
@@ -110,14 +106,10 @@ func (g *generator) execAllowList() error {
 		return nil
 	}
 	seen := map[string]bool{}
-	names := g.o.Policy.Exec.Allow
-	if len(names) > 0 && !slices.Contains(names, CommandShell) {
-		// Agent frameworks run tools as command strings (sh -c "curl … |
-		// jq …"): the shell runs them, and the exec rules still let it
-		// start only the listed programs.
-		names = append(slices.Clone(names), CommandShell)
-	}
-	for _, name := range names {
+	// With the command shell (policies.CommandShell): agent frameworks run
+	// tools as command strings, and the exec rules still let the shell
+	// start only the listed programs.
+	for _, name := range g.o.Policy.Exec.Programs() {
 		at, file, err := g.o.Host.lookExec(name)
 		if err != nil {
 			g.warnf("exec.allow: %q is not installed on this host; it will not run in the sandbox", name)

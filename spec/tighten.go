@@ -411,14 +411,19 @@ func sameAsOwnNamespace(typ specs.LinuxNamespaceType, path string) (bool, error)
 // rootfs: the container's root is read-only; a private /tmp (noexec, half
 // the memory limit) is added when the config has none.
 func (t *tightener) rootfs() error {
-	if real, err := filepath.EvalSymlinks(t.s.Root.Path); err == nil {
-		if real == "/" {
-			return fmt.Errorf("%w: root.path %s is the host's own root; a container under policy %s needs its own root file system", ErrInvalid, t.s.Root.Path, t.p.Name)
-		}
-		if !t.ownRoot(real) {
-			return fmt.Errorf("%w: root.path %s is a folder of the host's (neither inside the bundle nor a file system mounted for the container, as an engine's snapshot is); under policy %s a container's root is its own, the host's folders only through [fs] grants; put the root file system in the bundle", ErrInvalid, t.s.Root.Path, t.p.Name)
-		}
+	real, err := filepath.EvalSymlinks(t.s.Root.Path)
+	if err != nil {
+		return fmt.Errorf("%w: root.path %s: %v", ErrInvalid, t.s.Root.Path, err)
 	}
+	if real == "/" {
+		return fmt.Errorf("%w: root.path %s is the host's own root; a container under policy %s needs its own root file system", ErrInvalid, t.s.Root.Path, t.p.Name)
+	}
+	if !t.ownRoot(real) {
+		return fmt.Errorf("%w: root.path %s is a folder of the host's (neither inside the bundle nor an overlay mounted for the container, as an engine's snapshot is); under policy %s a container's root is its own, the host's folders only through [fs] grants; put the root file system in the bundle", ErrInvalid, t.s.Root.Path, t.p.Name)
+	}
+	// What was checked is what runc mounts: a link swapped in later
+	// cannot redirect it.
+	t.s.Root.Path = real
 	if t.s.Linux.IntelRdt != nil {
 		// A resctrl group may be the host's or another container's.
 		t.s.Linux.IntelRdt = nil
@@ -444,10 +449,10 @@ func (t *tightener) rootfs() error {
 
 // ownRoot reports whether a root file system (symlinks resolved) is the
 // container's own: inside the bundle (runc's bundle/rootfs, containerd's),
-// or the root of a file system mounted below the host's top-level folders
-// (docker's overlay2/ID/merged). Anything else is a host folder, which
-// would show the container what the policy never granted (root.path
-// "/home").
+// or the root of an overlay mounted for it (docker's overlay2/ID/merged).
+// Anything else is a host folder, which would show the container what the
+// policy never granted (root.path "/home", "/run/user/1000", another pod's
+// volume).
 func (t *tightener) ownRoot(real string) bool {
 	if t.o.Bundle != "" {
 		if bundle, err := filepath.EvalSymlinks(t.o.Bundle); err == nil {
@@ -460,7 +465,11 @@ func (t *tightener) ownRoot(real string) bool {
 	if err := unix.Statx(unix.AT_FDCWD, real, unix.AT_SYMLINK_NOFOLLOW, 0, &st); err != nil {
 		return false
 	}
-	return st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 && strings.Count(real, "/") >= 2
+	var fs unix.Statfs_t
+	if err := unix.Statfs(real, &fs); err != nil {
+		return false
+	}
+	return st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 && fs.Type == unix.OVERLAYFS_SUPER_MAGIC
 }
 
 // kernelFS are the mount types a container may have besides binds; the

@@ -24,7 +24,7 @@ func engineConfig(binds ...specs.Mount) *specs.Spec {
 	caps := []string{"CAP_CHOWN", "CAP_NET_RAW", "CAP_SYS_ADMIN"}
 	return &specs.Spec{
 		Version: specs.Version,
-		Root:    &specs.Root{Path: "rootfs"},
+		Root:    &specs.Root{Path: filepath.Join(testBundle, "rootfs")},
 		Process: &specs.Process{Args: []string{"sh"}, Cwd: "/", Capabilities: &specs.LinuxCapabilities{
 			Bounding: caps, Effective: caps, Permitted: caps, Inheritable: caps, Ambient: []string{"CAP_SYS_ADMIN"}}},
 		Mounts: append([]specs.Mount{
@@ -76,7 +76,7 @@ func TestTightenProcessAndNamespaces(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := engineConfig()
 			p := mustPolicy(t, "name = \"t\"\n"+tc.network)
-			if _, err := Tighten(s, p, TightenOptions{Capabilities: tc.allow, SameNamespace: notHost}); err != nil {
+			if _, err := Tighten(s, p, TightenOptions{Bundle: testBundle, Capabilities: tc.allow, SameNamespace: notHost}); err != nil {
 				t.Fatal(err)
 			}
 			c := s.Process.Capabilities
@@ -109,7 +109,7 @@ func TestTightenProcessAndNamespaces(t *testing.T) {
 func TestTightenRefusesHostNamespace(t *testing.T) {
 	s := engineConfig()
 	s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/proc/1/ns/net"})
-	_, err := Tighten(s, mustPolicy(t, `name = "t"`), TightenOptions{SameNamespace: func(specs.LinuxNamespaceType, string) (bool, error) { return true, nil }})
+	_, err := Tighten(s, mustPolicy(t, `name = "t"`), TightenOptions{Bundle: testBundle, SameNamespace: func(specs.LinuxNamespaceType, string) (bool, error) { return true, nil }})
 	if err == nil || !strings.Contains(err.Error(), "host's own") {
 		t.Fatalf("joining the host's network namespace: err %v", err)
 	}
@@ -139,12 +139,12 @@ func TestTightenMounts(t *testing.T) {
 	// The same with a denied path that does not exist under the writable
 	// folder: refused (below), while under a read-only bind it is fine.
 	pAbsent := mustPolicy(t, "name = \"t\"\n[fs]\nwrite = [\""+work+"\"]\nread = [\""+ro+"\"]\ndeny = [\""+work+"/.ssh\", \""+ro+"/.ssh\"]\n")
-	if _, err := Tighten(engineConfig(bind(ro, "/ro")), pAbsent, TightenOptions{SameNamespace: notHost}); err != nil {
+	if _, err := Tighten(engineConfig(bind(ro, "/ro")), pAbsent, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 		t.Errorf("an absent denied path under a read-only bind: %v", err)
 	}
 
 	s := engineConfig(bind(work, "/work", "rw"), bind(ro, "/ro", "rw"), bind(home, "/home"))
-	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+	if _, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -206,7 +206,7 @@ func TestTightenMounts(t *testing.T) {
 			if tc.mount.Destination == "/w2" {
 				pol = pAbsent
 			}
-			_, err := Tighten(engineConfig(tc.mount), pol, TightenOptions{SameNamespace: notHost})
+			_, err := Tighten(engineConfig(tc.mount), pol, TightenOptions{Bundle: testBundle, SameNamespace: notHost})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want one with %q", err, tc.want)
 			}
@@ -217,7 +217,7 @@ func TestTightenMounts(t *testing.T) {
 func TestTightenDevicesAndResources(t *testing.T) {
 	s := engineConfig()
 	p := mustPolicy(t, "name = \"t\"\n[limits]\nmemory = \"64MiB\"\npids = 32\ncpu = 0.5\n")
-	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+	if _, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 		t.Fatal(err)
 	}
 	if len(s.Linux.Devices) != 1 || s.Linux.Devices[0].Path != "/dev/null" {
@@ -275,7 +275,7 @@ func TestTightenAnnotations(t *testing.T) {
 	} {
 		s := engineConfig()
 		s.Annotations = tc.ann
-		_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost})
+		_, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost})
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%v: err %v, want %q", tc.ann, err, tc.wantErr)
@@ -298,7 +298,7 @@ func TestTightenAnnotations(t *testing.T) {
 func TestTightenSeccomp(t *testing.T) {
 	p := mustPolicy(t, `name = "t"`)
 	s := engineConfig()
-	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+	if _, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 		t.Fatal(err)
 	}
 	if s.Linux.Seccomp == nil || s.Linux.Seccomp.DefaultAction == specs.ActAllow {
@@ -308,7 +308,7 @@ func TestTightenSeccomp(t *testing.T) {
 	// it refused.
 	s = engineConfig()
 	s.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, Syscalls: []specs.LinuxSyscall{{Names: []string{"mkdir"}, Action: specs.ActErrno}}}
-	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+	if _, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range s.Linux.Seccomp.Syscalls {
@@ -324,7 +324,7 @@ func TestTightenSeccomp(t *testing.T) {
 func TestTightenNilCapabilitiesMeanNone(t *testing.T) {
 	s := engineConfig()
 	s.Process.Capabilities = nil
-	if _, err := Tighten(s, mustPolicy(t, "name = \"t\"\n"), TightenOptions{Capabilities: []string{"CAP_CHOWN"}, SameNamespace: notHost}); err != nil {
+	if _, err := Tighten(s, mustPolicy(t, "name = \"t\"\n"), TightenOptions{Bundle: testBundle, Capabilities: []string{"CAP_CHOWN"}, SameNamespace: notHost}); err != nil {
 		t.Fatal(err)
 	}
 	checkEmpty := func(what string, c *specs.LinuxCapabilities) {
@@ -370,7 +370,7 @@ func TestTightenMountOptionOrder(t *testing.T) {
 	)
 	s.Mounts[0].Options = []string{"exec", "suid", "dev"} // /proc
 	s.Mounts[3].Options = []string{"ro", "rw"}            // /sys
-	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+	if _, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 		t.Fatal(err)
 	}
 	for _, dst := range []string{"/proc", "/a", "/b", "/c", "/sys"} {
@@ -396,18 +396,18 @@ func TestTightenMountOptionOrder(t *testing.T) {
 // read-only paths: procfs is allowed only at /proc.
 func TestTightenProcOnlyAtProc(t *testing.T) {
 	p := mustPolicy(t, "name = \"t\"\n")
-	if _, err := Tighten(engineConfig(), p, TightenOptions{SameNamespace: notHost}); err != nil {
+	if _, err := Tighten(engineConfig(), p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 		t.Fatalf("proc at /proc refused: %v", err)
 	}
 	for _, dst := range []string{"/mnt/proc", "/proc/../mnt", "/proc/sys"} {
-		_, err := Tighten(engineConfig(specs.Mount{Destination: dst, Type: "proc", Source: "proc"}), p, TightenOptions{SameNamespace: notHost})
+		_, err := Tighten(engineConfig(specs.Mount{Destination: dst, Type: "proc", Source: "proc"}), p, TightenOptions{Bundle: testBundle, SameNamespace: notHost})
 		if err == nil || !strings.Contains(err.Error(), "only the one at /proc") {
 			t.Errorf("proc at %s: err %v, want a refusal", dst, err)
 		}
 	}
 	// sysfs too: a second one would escape the masks on /sys/firmware...
 	for _, dst := range []string{"/h", "/sys/../h", "/sys/fs"} {
-		_, err := Tighten(engineConfig(specs.Mount{Destination: dst, Type: "sysfs", Source: "sysfs"}), p, TightenOptions{SameNamespace: notHost})
+		_, err := Tighten(engineConfig(specs.Mount{Destination: dst, Type: "sysfs", Source: "sysfs"}), p, TightenOptions{Bundle: testBundle, SameNamespace: notHost})
 		if err == nil || !strings.Contains(err.Error(), "only the one at /sys") {
 			t.Errorf("sysfs at %s: err %v, want a refusal", dst, err)
 		}
@@ -445,7 +445,7 @@ func TestTightenBindSources(t *testing.T) {
 	}
 	rsock, wsock := sock(readable), sock(writable)
 	p := mustPolicy(t, "name = \"t\"\n[fs]\nread = [\""+readable+"\"]\nwrite = [\""+writable+"\"]\n")
-	opts := TightenOptions{SameNamespace: notHost, ID: id, BindAllow: []string{filepath.Join(root, "allow*")}}
+	opts := TightenOptions{Bundle: testBundle, SameNamespace: notHost, ID: id, BindAllow: []string{filepath.Join(root, "allow*")}}
 	for _, src := range []string{filepath.Join(engine, "hosts"), filepath.Join(engine, "resolv.conf"), filepath.Join(engine, "mounts", "shm"), readable, writable, wsock, allowed, "/dev/null"} {
 		s := engineConfig(bind(src, "/x"))
 		if src == "/dev/null" {
@@ -480,10 +480,10 @@ func TestTightenRefusesNetDevices(t *testing.T) {
 	p := mustPolicy(t, "name = \"t\"\n[network]\nallow = [\"example.com:443\"]\n")
 	s := engineConfig()
 	s.Linux.NetDevices = map[string]specs.LinuxNetDevice{"eth1": {Name: "eth9"}}
-	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err == nil || !strings.Contains(err.Error(), "netDevices") || !strings.Contains(err.Error(), "eth1") {
+	if _, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err == nil || !strings.Contains(err.Error(), "netDevices") || !strings.Contains(err.Error(), "eth1") {
 		t.Fatalf("netDevices under a policy: err %v, want a refusal naming eth1", err)
 	}
-	if _, err := Tighten(engineConfig(), p, TightenOptions{SameNamespace: notHost}); err != nil {
+	if _, err := Tighten(engineConfig(), p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 		t.Fatalf("the same config without netDevices: %v", err)
 	}
 }
@@ -505,7 +505,7 @@ func TestTightenSchedulingAndRealtime(t *testing.T) {
 	adj := -1000
 	s.Process.OOMScoreAdj = &adj
 	s.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO", Hard: 99, Soft: 99}, {Type: "RLIMIT_NICE", Hard: 40, Soft: 40}, {Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 1024}}
-	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+	if _, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 		t.Fatal(err)
 	}
 	if s.Process.Scheduler != nil || s.Process.IOPriority != nil || *s.Process.OOMScoreAdj != 0 {
@@ -552,7 +552,7 @@ func TestTightenPropagation(t *testing.T) {
 	for asked, want := range map[string]string{"shared": "rslave", "rshared": "rslave", "private": "private", "rslave": "rslave", "": ""} {
 		s := engineConfig(specs.Mount{Destination: "/w", Type: "bind", Source: t.TempDir(), Options: []string{"rbind", "rshared"}})
 		s.Linux.RootfsPropagation = asked
-		if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err != nil {
+		if _, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 			t.Fatal(err)
 		}
 		if s.Linux.RootfsPropagation != want {
@@ -571,7 +571,7 @@ func TestTightenHooks(t *testing.T) {
 	p := mustPolicy(t, "name = \"t\"\n")
 	allowed := filepath.Join(t.TempDir(), "hook")
 	os.WriteFile(allowed, []byte("#!/bin/sh\n"), 0o755)
-	opts := TightenOptions{SameNamespace: notHost, HookAllow: []string{allowed}}
+	opts := TightenOptions{Bundle: testBundle, SameNamespace: notHost, HookAllow: []string{allowed}}
 	s := engineConfig()
 	//lint:ignore SA1019 docker 20.10 still writes prestart hooks
 	s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: allowed, Args: []string{"hook"}}}, Poststop: []specs.Hook{{Path: allowed}}}
@@ -601,12 +601,13 @@ func TestTightenRootAndRdt(t *testing.T) {
 	for _, root := range []string{"/", "/tmp/../"} {
 		s := engineConfig()
 		s.Root.Path = root
-		if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost}); err == nil || !strings.Contains(err.Error(), "host's own root") {
+		if _, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err == nil || !strings.Contains(err.Error(), "host's own root") {
 			t.Errorf("root.path %s: err %v, want a refusal", root, err)
 		}
 	}
-	// A host folder is not a root of the container's own; a folder in
-	// the bundle is, and so is a file system mounted for it.
+	// A host folder is not a root of the container's own (an overlay
+	// mounted for it would be: the integration tests show that); a folder
+	// in the bundle is; a root that does not resolve is refused.
 	bundle := t.TempDir()
 	for _, root := range []string{"/etc", "/home", "/usr/share", bundle} {
 		s := engineConfig()
@@ -616,6 +617,11 @@ func TestTightenRootAndRdt(t *testing.T) {
 		}
 	}
 	s := engineConfig()
+	s.Root.Path = filepath.Join(bundle, "missing")
+	if _, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, Bundle: bundle}); err == nil || !strings.Contains(err.Error(), "root.path") {
+		t.Errorf("a root that does not exist: err %v, want a refusal", err)
+	}
+	s = engineConfig()
 	s.Root.Path = filepath.Join(bundle, "rootfs")
 	os.Mkdir(s.Root.Path, 0o755)
 	s.Linux.IntelRdt = &specs.LinuxIntelRdt{ClosID: "host-group"}
@@ -687,7 +693,7 @@ func TestTightenJoinedNamespaces(t *testing.T) {
 			s := engineConfig()
 			s.Annotations = tc.ann
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: tc.typ, Path: tc.path})
-			_, err := Tighten(s, tc.p, TightenOptions{SameNamespace: notHost, NamespaceOwner: owner})
+			_, err := Tighten(s, tc.p, TightenOptions{Bundle: testBundle, SameNamespace: notHost, NamespaceOwner: owner})
 			if tc.want == "" && err != nil {
 				t.Fatalf("refused: %v", err)
 			}
@@ -733,7 +739,7 @@ func TestTightenSetkeyID(t *testing.T) {
 			s := engineConfig()
 			//lint:ignore SA1019 docker 20.10 still writes prestart hooks
 			s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: d, Args: []string{"libnetwork-setkey", "-exec-root=/var/run/docker", hid, "ctrl"}}}}
-			_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, ID: id})
+			_, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost, ID: id})
 			if ok != (err == nil) || err != nil && (!strings.Contains(err.Error(), "container being created") || strings.Contains(err.Error(), "\n")) {
 				t.Errorf("setkey hook for %s: err %v, want ok %v", hid, err, ok)
 			}
@@ -780,7 +786,7 @@ func TestTightenSandboxFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := engineConfig(bind(tc.src, "/x"))
 			s.Annotations = tc.ann
-			_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, ID: id, IsContainer: tc.isCtr})
+			_, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost, ID: id, IsContainer: tc.isCtr})
 			if tc.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "grants no access") {
 				t.Fatalf("err %v, want ok %v", err, tc.ok)
 			}
@@ -820,7 +826,7 @@ func TestTightenDevicePaths(t *testing.T) {
 					s.Mounts = append(s.Mounts, *tc.devMnt)
 				}
 			}
-			_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost})
+			_, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost})
 			if tc.want == "" && err != nil {
 				t.Fatalf("refused: %v", err)
 			}
@@ -847,7 +853,7 @@ func TestTightenNetworkOwnerFiles(t *testing.T) {
 		if join {
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/proc/10/ns/net"})
 		}
-		_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, ID: id, NamespaceOwner: owner})
+		_, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost, ID: id, NamespaceOwner: owner})
 		if ok != (err == nil) {
 			t.Errorf("joining %s's network %v: err %v, want ok %v", x, join, err, ok)
 		}
@@ -858,7 +864,7 @@ func TestTightenNetworkOwnerFiles(t *testing.T) {
 	for src, ok := range map[string]bool{shm: true, resolv: false} {
 		s := engineConfig(bind(src, "/x"))
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.IPCNamespace, Path: "/proc/10/ns/ipc"})
-		_, err := Tighten(s, p, TightenOptions{SameNamespace: notHost, ID: id, NamespaceOwner: owner})
+		_, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost, ID: id, NamespaceOwner: owner})
 		if ok != (err == nil) {
 			t.Errorf("joining %s's IPC, binding %s: err %v, want ok %v", x, filepath.Base(src), err, ok)
 		}
@@ -891,21 +897,42 @@ func TestTightenMountVerbs(t *testing.T) {
 		"mount at /.":            {[]specs.Mount{tmpfs("/.")}, "container's root"},
 		"same destination twice": {[]specs.Mount{bind(grant, "/w"), tmpfs("/w/")}, "destination of two mounts"},
 		"over an engine mount":   {[]specs.Mount{tmpfs("/dev/shm/")}, "destination of two mounts"},
+		"idmap without userns":   {[]specs.Mount{bind(grant, "/w", "idmap")}, `"idmap" without a user namespace`},
+		"own id mappings": {[]specs.Mount{{Destination: "/w", Type: "bind", Source: grant, Options: []string{"rbind"},
+			UIDMappings: []specs.LinuxIDMapping{{ContainerID: 1000, HostID: 0, Size: 1}}}}, "uidMappings/gidMappings of its own"},
 	} {
-		_, err := Tighten(engineConfig(tc.m...), p, TightenOptions{SameNamespace: notHost})
+		_, err := Tighten(engineConfig(tc.m...), p, TightenOptions{Bundle: testBundle, SameNamespace: notHost})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: err %v, want one line with %q", name, err, tc.want)
 		}
 	}
 	// What docker and containerd write passes.
 	ok := engineConfig(
-		bind(grant, "/w", "rprivate", "rw", "nosuid", "nodev", "noexec", "idmap"),
+		bind(grant, "/w", "rprivate", "rw", "nosuid", "nodev", "noexec", "nomand", ""),
 		tmpfs("/run", "nosuid", "strictatime", "mode=755", "size=65536k", "tmpcopyup", "uid=1000", "gid=1000"),
 		specs.Mount{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 		specs.Mount{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"ro", "nosuid", "noexec", "nodev", "relatime"}},
 	)
 	ok.Mounts[2].Options = []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}
-	if _, err := Tighten(ok, p, TightenOptions{SameNamespace: notHost}); err != nil {
+	if _, err := Tighten(ok, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 		t.Fatalf("an engine's usual mount options: %v", err)
 	}
+	// idmap alone, in a container with a user namespace, takes its mappings.
+	withUserns := engineConfig(bind(grant, "/w", "idmap"))
+	withUserns.Linux.Namespaces = append(withUserns.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+	if _, err := Tighten(withUserns, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
+		t.Fatalf("idmap in a container with a user namespace: %v", err)
+	}
 }
+
+// testBundle is a bundle folder with a rootfs, where engineConfig's root is.
+var testBundle = func() string {
+	dir, err := os.MkdirTemp("", "warden-spec-bundle-")
+	if err != nil {
+		panic(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "rootfs"), 0o755); err != nil {
+		panic(err)
+	}
+	return dir
+}()
