@@ -193,21 +193,24 @@ func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*
 	if err := send(conn, Request{Op: "exec", ID: id, Create: create, Exec: &e}, fds...); err != nil {
 		return ExecResult{}, err
 	}
-	// A signal goes to the command. One that comes while the daemon has
-	// not read what was sent (the request, or the last signal) ends the
-	// wait instead: a daemon that does not read would never pass it on.
+	// A signal goes to the command. The first one, if it comes while the
+	// daemon has not read the request, ends the wait instead: a daemon that
+	// does not read would never pass it on. Once a signal was sent, what is
+	// unread may be that signal (a double Ctrl-C): later ones follow it.
 	gaveUp := make(chan unix.Signal, 1)
 	go func() {
+		sent := false
 		for sig := range signals {
 			s, ok := sig.(unix.Signal)
 			if !ok {
 				continue
 			}
-			if unread(conn) {
+			if !sent && unread(conn) {
 				gaveUp <- s
 				conn.Close()
 				return
 			}
+			sent = true
 			if send(conn, Control{Signal: int(s)}) != nil {
 				return
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -657,6 +658,16 @@ func (d *Daemon) reapOrphans() {
 		owned[s.containerID()] = true
 	}
 	d.mu.Unlock()
+	// A session folder this daemon did not adopt (another process holds
+	// it: a warden do, a Go program) still owns its container, which for
+	// a claimed session is a pool-… one.
+	if entries, err := os.ReadDir(filepath.Dir(d.rt.sessionDir("x"))); err == nil {
+		for _, e := range entries {
+			if CheckID(e.Name()) == nil {
+				owned[d.rt.sessionContainer(e.Name())] = true
+			}
+		}
+	}
 	d.pools.live(owned)
 	for _, id := range d.rt.orphans(owned) {
 		err := d.rt.removeContainer(id)

@@ -413,6 +413,7 @@ static void run(struct request *r, char **envp)
 	char *msg = malloc(MAX_MESSAGE + 1);
 	if (!msg)
 		fail("fast exec", "out of memory");
+	int sent_signal = 0;
 	for (;;) {
 		struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN}, {.fd = signal_pipe[0], .events = POLLIN}};
 		if (poll(pfd, 2, -1) < 0) {
@@ -424,11 +425,13 @@ static void run(struct request *r, char **envp)
 			unsigned char sigs[16];
 			ssize_t k = read(signal_pipe[0], sigs, sizeof sigs);
 			for (ssize_t j = 0; j < k; j++) {
-				/* The daemon has not read what was sent (the request,
-				 * or the last signal): it would not pass this one on
-				 * either, so stop waiting, as the Go client does. */
+				/* The daemon has not read the request: it would not
+				 * pass this one on either, so stop waiting, as the Go
+				 * client does. Once a signal was sent, what is unread
+				 * may be that signal (a double Ctrl-C): later ones
+				 * follow it. */
 				int unread = 0;
-				if (ioctl(sock, SIOCOUTQ, &unread) == 0 && unread > 0) {
+				if (!sent_signal && ioctl(sock, SIOCOUTQ, &unread) == 0 && unread > 0) {
 					const char *name = sigabbrev_np(sigs[j]);
 					dprintf(2, "warden: stopped by SIG%s before the warden daemon took the request\n",
 						name ? name : "?");
@@ -437,6 +440,7 @@ static void run(struct request *r, char **envp)
 				char ctl[32];
 				int len = snprintf(ctl, sizeof ctl, "{\"signal\":%d}", sigs[j]);
 				wire_send(sock, ctl, (size_t)len, NULL, 0);
+				sent_signal = 1;
 			}
 		}
 		if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
