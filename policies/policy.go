@@ -53,7 +53,8 @@ type Env struct {
 }
 
 // Limits are the sandbox's resource ceilings. After Load every field is set
-// (defaults fill what the file leaves out).
+// (defaults fill what the file leaves out); in a Policy built in Go a zero
+// field means the default (see WithDefaults).
 type Limits struct {
 	Memory  int64         // bytes
 	Pids    int64         // processes and threads

@@ -233,6 +233,10 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 	if cfg.Policy == nil {
 		return nil, errors.New("no policy")
 	}
+	// A policy built in Go may leave limits at zero: the defaults.
+	if cfg.Policy, err = cfg.Policy.Checked(); err != nil {
+		return nil, err
+	}
 	if cfg.Identity == (spec.Identity{}) {
 		cfg.Identity = spec.DefaultIdentity
 	}
