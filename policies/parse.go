@@ -118,6 +118,10 @@ func decode(file string, root *node) (*Policy, error) {
 		return nil, err
 	}
 	p := &Policy{Limits: DefaultLimits, Exec: Exec{All: true}}
+	for key, omitted := range map[string]*bool{"fs": &p.Omitted.FS, "exec": &p.Omitted.Exec, "network": &p.Omitted.Network, "env": &p.Omitted.Env} {
+		*omitted = t.get(key) == nil
+	}
+	p.Omitted.Memory, p.Omitted.Pids, p.Omitted.CPU, p.Omitted.Timeout, p.Omitted.Idle = true, true, true, true, true
 	steps := []func(*decoder, *table, *Policy) error{decodeName, decodeFS, decodeExec, decodeNetwork, decodeEnv, decodeLimits}
 	for _, step := range steps {
 		if err := step(d, t, p); err != nil {
@@ -385,6 +389,9 @@ func decodeLimits(d *decoder, t *table, p *Policy) error {
 	lt, err := d.table(n, "[limits]", limitsKeys)
 	if err != nil {
 		return err
+	}
+	for key, omitted := range map[string]*bool{"memory": &p.Omitted.Memory, "pids": &p.Omitted.Pids, "cpu": &p.Omitted.CPU, "timeout": &p.Omitted.Timeout, "idle": &p.Omitted.Idle} {
+		*omitted = lt.get(key) == nil
 	}
 	if n := lt.get("memory"); n != nil {
 		s, ok := n.val.(string)

@@ -185,7 +185,7 @@ func TestParseDefaultsAndNormalising(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Policy{Name: "t", Exec: Exec{All: true}, Limits: DefaultLimits}
+	want := &Policy{Name: "t", Exec: Exec{All: true}, Limits: DefaultLimits, Omitted: omittedAll}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("got %+v, want %+v", p, want)
 	}
@@ -311,4 +311,13 @@ func TestParseSkillFile(t *testing.T) {
 			t.Errorf("%s %q: %v", c.file, c.src, err)
 		}
 	}
+}
+
+var omittedAll = Omitted{FS: true, Exec: true, Network: true, Env: true, Memory: true, Pids: true, CPU: true, Timeout: true, Idle: true}
+
+// permissions is p without what TOML does not keep (Omitted).
+func permissions(p *Policy) *Policy {
+	q := *p
+	q.Omitted = Omitted{}
+	return &q
 }
