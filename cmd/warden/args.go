@@ -87,7 +87,7 @@ func checkExecInput(cliContext *cli.Context) error {
 var envFlag = &cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `NAME=VALUE` (the name must be in the policy's env.allow)", KeepSpace: true}
 
 // cwdFlag is the command's working folder.
-var cwdFlag = &cli.StringFlag{Name: "cwd", Usage: "working `DIR`: a relative one is taken from the workspace, an absolute one as given"}
+var cwdFlag = &cli.StringFlag{Name: "cwd", Usage: "working `DIR`: a relative one is taken from the workspace; a host path in the workspace, skill or data folder is that place inside; another absolute one as given"}
 
 // sandboxFlags name the policy and the folders its variables stand for.
 var sandboxFlags = append([]cli.Flag{
