@@ -78,3 +78,58 @@ allow = ["cat"]
 		t.Errorf("--cwd into an ungranted skill folder: exit %d, %q", res.Exit, res.Stdout)
 	}
 }
+
+// A skill's own program runs directly when exec.allow names it under
+// $SKILL_DIR: by its sandbox path, through $SKILL_DIR in a command string,
+// and as ./process.sh from its folder given as a host path. The rest of the
+// skill folder stays noexec and outside the exec rules, and a copy of the
+// allowed program elsewhere does not run.
+func TestSkillProgramRuns(t *testing.T) {
+	r := newRoot(t)
+	skill, policy := skillFolder(t, `name = "scripted"
+[fs]
+read = ["$SKILL_DIR"]
+write = ["$WORK_DIR"]
+[exec]
+allow = ["$SKILL_DIR/scripts/process.sh", "cat", "cp", "chmod"]
+`)
+	writeFile(t, skill, "scripts/other.sh", "#!/bin/sh\necho other ran\n")
+	os.Chmod(filepath.Join(skill, "scripts", "other.sh"), 0o755)
+	id := r.create("scripted", policy, tempDir(t))
+
+	if res := r.exec(id, nil, "/skill/scripts/process.sh", "a"); res.Exit != 0 || res.Stdout != "processed by /skill/scripts/process.sh in /workspace: a\n" {
+		t.Errorf("direct run: exit %d, %q %q", res.Exit, res.Stdout, res.Stderr)
+	}
+	if got := r.sh(id, `"$SKILL_DIR/scripts/process.sh" b`); got != "processed by /skill/scripts/process.sh in /workspace: b\n" {
+		t.Errorf("through $SKILL_DIR: %q", got)
+	}
+	if res := r.exec(id, []string{"--cwd", filepath.Join(skill, "scripts")}, "sh", "-c", "./process.sh c"); res.Exit != 0 || res.Stdout != "processed by ./process.sh in /skill/scripts: c\n" {
+		t.Errorf("./process.sh from its host folder: exit %d, %q %q", res.Exit, res.Stdout, res.Stderr)
+	}
+
+	// The forbidden half.
+	if res := r.exec(id, nil, "/skill/scripts/other.sh"); res.Exit == 0 || strings.Contains(res.Stdout, "other ran") {
+		t.Errorf("an unlisted script of the skill ran: exit %d, %q", res.Exit, res.Stdout)
+	}
+	for _, script := range []string{
+		`"$SKILL_DIR/scripts/other.sh"`,
+		`cp "$SKILL_DIR/scripts/process.sh" /workspace/p && chmod +x /workspace/p && /workspace/p`,
+		`cp "$SKILL_DIR/scripts/process.sh" /tmp/p && chmod +x /tmp/p && /tmp/p`,
+	} {
+		if res := r.exec(id, nil, "sh", "-c", script); res.Exit == 0 || strings.Contains(res.Stdout, "ran") || strings.Contains(res.Stdout, "processed") {
+			t.Errorf("%s: exit %d, %q", script, res.Exit, res.Stdout)
+		}
+	}
+
+	// A program the fs rules do not show is refused before anything starts,
+	// and exec.allow takes no other variable.
+	_, hidden := skillFolder(t, "name = \"hidden\"\n[exec]\nallow = [\"$SKILL_DIR/scripts/process.sh\"]\n")
+	res := r.warden("session", "create", "--policy", hidden, "--workspace", tempDir(t), "--id", r.id("hidden"))
+	if res.Exit == 0 || !strings.Contains(res.Stderr, "fs.read") {
+		t.Errorf("a skill program without a read grant: exit %d, %q", res.Exit, res.Stderr)
+	}
+	_, work := skillFolder(t, "name = \"work\"\n[exec]\nallow = [\"$WORK_DIR/run.sh\"]\n")
+	if res := r.warden("policy", "check", work); res.Exit == 0 || !strings.Contains(res.Stderr, "exec.allow[0]") || !strings.Contains(res.Stderr, "workspace = true") {
+		t.Errorf("$WORK_DIR in exec.allow: exit %d, %q", res.Exit, res.Stderr)
+	}
+}

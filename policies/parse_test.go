@@ -82,7 +82,9 @@ var parseErrorCases = []struct {
 	// exec
 	{"exec relative with slash", minimal + "[exec]\nallow = [\"bin/tool\"]\n", 3, "exec.allow[0]", "has a / but is not absolute"},
 	{"exec dot slash", minimal + "[exec]\nallow = [\"./run.sh\"]\n", 3, "exec.allow[0]", "not absolute"},
-	{"exec variable", minimal + "[exec]\nallow = [\"$SKILL_DIR/run\"]\n", 3, "exec.allow[0]", "takes no variables"},
+	{"exec variable", minimal + "[exec]\nallow = [\"$WORK_DIR/run\"]\n", 3, "exec.allow[0]", "takes no variable but $SKILL_DIR"},
+	{"exec skill dir itself", minimal + "[exec]\nallow = [\"$SKILL_DIR\"]\n", 3, "exec.allow[0]", "takes no variable but $SKILL_DIR"},
+	{"exec skill dir dotdot", minimal + "[exec]\nallow = [\"$SKILL_DIR/../x\"]\n", 3, "exec.allow[0]", "\"..\" component"},
 	{"exec bad name", minimal + "[exec]\nallow = [\"cu rl\"]\n", 3, "exec.allow[0]", "bad program name"},
 	{"exec empty", minimal + "[exec]\nallow = [\"\"]\n", 3, "exec.allow[0]", "empty entry"},
 	{"exec dotdot name", minimal + "[exec]\nallow = [\"..\"]\n", 3, "exec.allow[0]", "bad program name"},

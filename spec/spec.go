@@ -141,6 +141,7 @@ func Generate(o Options) (*Bundle, error) {
 		g.etc,
 		g.scratch,
 		g.grants,
+		g.skillPrograms,
 		g.execNotWritable,
 		g.agent,
 		g.resources,
