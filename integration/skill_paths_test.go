@@ -133,3 +133,34 @@ allow = ["$SKILL_DIR/scripts/process.sh", "cat", "cp", "chmod"]
 		t.Errorf("$WORK_DIR in exec.allow: exit %d, %q", res.Exit, res.Stderr)
 	}
 }
+
+// Several skills in one sandbox each get their own folder: the first
+// one's $SKILL_DIR is /skill, every other one's folder appears at its host
+// path, and each policy's $SKILL_DIR rules name its own folder. What no
+// skill grants stays invisible.
+func TestSeveralSkills(t *testing.T) {
+	r := newRoot(t)
+	a, pa := skillFolder(t, "name = \"a\"\n[fs]\nread = [\"$SKILL_DIR\"]\nwrite = [\"$WORK_DIR\"]\n[exec]\nallow = [\"cat\"]\n")
+	b, pb := skillFolder(t, "name = \"b\"\n[fs]\nread = [\"$SKILL_DIR/notes\"]\n[exec]\nallow = [\"cat\", \"ls\"]\n")
+	writeFile(t, a, "note.txt", "note of a\n")
+	os.MkdirAll(filepath.Join(b, "notes"), 0o755)
+	writeFile(t, b, "notes/note.txt", "note of b\n")
+	writeFile(t, b, "secret.txt", "not granted\n")
+	ws := tempDir(t)
+	res := r.warden("do", "--policy", pa, "--policy", pb, "--workspace", ws, "--", "sh", "-c",
+		`cat "$SKILL_DIR/note.txt" /skill/note.txt `+filepath.Join(b, "notes", "note.txt")+`; echo "$SKILL_DIR"`)
+	if res.Exit != 0 || res.Stdout != "note of a\nnote of a\nnote of b\n/skill\n" {
+		t.Errorf("two skills: exit %d, %q %q", res.Exit, res.Stdout, res.Stderr)
+	}
+	for _, denied := range []string{filepath.Join(b, "secret.txt"), filepath.Join(b, "policy.toml"), "/skill/notes/note.txt"} {
+		if res := r.warden("do", "--policy", pa, "--policy", pb, "--workspace", ws, "--", "cat", denied); res.Exit == 0 || strings.Contains(res.Stdout, "not granted") {
+			t.Errorf("cat %s: exit %d, %q", denied, res.Exit, res.Stdout)
+		}
+	}
+	// A second skill's own program cannot run from its folder: one clear
+	// line, nothing runs.
+	_, pc := skillFolder(t, "name = \"c\"\n[fs]\nread = [\"$SKILL_DIR\"]\n[exec]\nallow = [\"$SKILL_DIR/scripts/process.sh\"]\n")
+	if res := r.warden("do", "--policy", pa, "--policy", pc, "--workspace", ws, "--", "true"); res.Exit == 0 || !strings.Contains(res.Stderr, "only the first skill") {
+		t.Errorf("a second skill's program: exit %d, %q", res.Exit, res.Stderr)
+	}
+}
