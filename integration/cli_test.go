@@ -179,6 +179,8 @@ read = ["$SKILL_DIR"]
 write = ["$WORK_DIR"]
 [exec]
 allow = ["curl", "sh", "ls"]
+[network]
+allow = []
 [limits]
 memory = "128MiB"
 pids = 32
@@ -199,6 +201,55 @@ idle = "5m"
 			if strings.Contains(out, absent) {
 				t.Errorf("intersect with a ceiling without network or jq has %q:\n%s", absent, out)
 			}
+		}
+	})
+	// A ceiling that leaves out a section or a limit is no ceiling there:
+	// the skill keeps its paths, hosts and limits, and stderr says what
+	// each ceiling cut.
+	t.Run("intersect omitted", func(t *testing.T) {
+		skill := writeFile(t, dir, "skill.toml", `name = "skill"
+[fs]
+read = ["$SKILL_DIR", "/usr/share"]
+write = ["$WORK_DIR"]
+[exec]
+allow = ["curl", "jq", "sh"]
+[network]
+allow = ["api.example.com:443"]
+[env]
+allow = ["LANG"]
+[limits]
+memory = "2GiB"
+timeout = "5m"
+`)
+		agent := writeFile(t, dir, "agent.toml", `name = "agent"
+[exec]
+allow = ["curl", "sh"]
+[limits]
+pids = 16
+`)
+		global := writeFile(t, dir, "global.toml", `name = "global"
+description = "no ceiling at all"
+`)
+		res := runWarden(t, nil, "policy", "intersect", skill, agent, global)
+		expectOK(t, res)
+		checkTOML(t, dir, "omitted.toml", res.Stdout)
+		for _, want := range []string{`read = ["/usr/share", "$SKILL_DIR"]`, `write = ["$WORK_DIR"]`, `allow = ["curl", "sh"]`,
+			`allow = ["api.example.com:443"]`, `allow = ["LANG"]`, `memory = "2GiB"`, "pids = 16", `timeout = "5m"`} {
+			if !strings.Contains(res.Stdout, want) {
+				t.Errorf("intersect lacks %s:\n%s", want, res.Stdout)
+			}
+		}
+		for _, want := range []string{
+			"ceiling " + agent + ": exec.allow: removes jq\n",
+			"ceiling " + agent + ": limits.pids: 128 -> 16\n",
+			"ceiling " + global + ": cuts nothing\n",
+		} {
+			if !strings.Contains(res.Stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, res.Stderr)
+			}
+		}
+		if n := strings.Count(res.Stderr, "\n"); n != 3 {
+			t.Errorf("stderr has %d lines, want 3:\n%s", n, res.Stderr)
 		}
 	})
 	t.Run("one file", func(t *testing.T) {

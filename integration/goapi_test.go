@@ -106,3 +106,50 @@ timeout = "20s"
 		t.Errorf("session state left: %v", err)
 	}
 }
+
+// TestGoAPIZeroLimits: a policy built in Go without limits gets the
+// defaults, field by field, as a file without [limits] does; a limit out
+// of range is refused as the policy's fault, naming the field.
+func TestGoAPIZeroLimits(t *testing.T) {
+	dir := tempDir(t)
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	rt, err := runtime.New(filepath.Join(dir, "root"), wardenBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &policies.Policy{
+		Name:   "literal",
+		FS:     policies.FS{Write: []string{"$WORK_DIR"}},
+		Exec:   policies.Exec{Allow: []string{"sh", "cat"}},
+		Limits: policies.Limits{Pids: 64},
+	}
+	s, err := rt.Create(runtime.SessionConfig{ID: "lit-" + randomHex(4), Policy: p, Vars: policies.Vars{WorkDir: ws}})
+	if err != nil {
+		t.Fatalf("a policy struct with only pids set: %v", err)
+	}
+	defer s.Close()
+	want := policies.DefaultLimits
+	want.Pids = 64
+	if s.Limits != want || s.Policy().Limits != want {
+		t.Errorf("session limits %+v, policy's %+v; want %+v", s.Limits, s.Policy().Limits, want)
+	}
+	if p.Limits != (policies.Limits{Pids: 64}) {
+		t.Errorf("Create changed the caller's policy: %+v", p.Limits)
+	}
+	out, _ := os.CreateTemp(dir, "out")
+	defer out.Close()
+	res, err := s.Exec(context.Background(), runtime.ExecOptions{Argv: []string{"sh", "-c", "cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max; echo ok"}, Stdout: out})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	if data, _ := os.ReadFile(out.Name()); !strings.HasSuffix(string(data), "ok\n") {
+		t.Errorf("output %q", data)
+	}
+
+	bad := &policies.Policy{Name: "bad", Exec: policies.Exec{All: true}, Limits: policies.Limits{Pids: -1}}
+	_, err = rt.Create(runtime.SessionConfig{ID: "bad-" + randomHex(4), Policy: bad, Vars: policies.Vars{WorkDir: ws}})
+	if err == nil || strings.Contains(err.Error(), "warden bug") || !strings.Contains(err.Error(), "pids") {
+		t.Errorf("negative pids: %v", err)
+	}
+}

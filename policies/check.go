@@ -59,7 +59,10 @@ func NewChecker(p *Policy, v Vars) (*Checker, error) {
 		}
 		c.hosts = append(c.hosts, h)
 	}
-	for _, s := range p.Exec.Programs() {
+	for _, s := range p.Exec.Allow {
+		if rest, ok := strings.CutPrefix(s, SkillExecPrefix); ok && filepath.IsAbs(v.SkillDir) {
+			s = filepath.Join(v.SkillDir, rest)
+		}
 		if filepath.IsAbs(s) {
 			c.execAbs = append(c.execAbs, filepath.Clean(s))
 			if r, err := resolvePath(s); err == nil {

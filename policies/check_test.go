@@ -296,3 +296,18 @@ func TestResolvePath(t *testing.T) {
 		}
 	}
 }
+
+// A program the skill ships is allowed at its host path.
+func TestCheckExecSkillProgram(t *testing.T) {
+	_, v := checkerFixture(t)
+	c, err := NewChecker(mustParse(t, minimal+"[fs]\nread = [\"$SKILL_DIR\"]\n[exec]\nallow = [\"$SKILL_DIR/run.sh\"]\n"), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckExec(filepath.Join(v.SkillDir, "run.sh")); err != nil {
+		t.Errorf("the skill's program: %v", err)
+	}
+	if err := c.CheckExec(filepath.Join(v.SkillDir, "other.sh")); !errors.Is(err, ErrDenied) {
+		t.Errorf("another file of the skill: %v", err)
+	}
+}

@@ -17,11 +17,17 @@ func Merge(ps ...*Policy) (*Policy, error) {
 	return compose("merge", ps, true)
 }
 
-// Intersect applies ceilings (an agent's, the operator's): a path gets the
-// narrowest access any input gives it, exec/network/env allow only what
-// every input allows, limits take the smaller value. Exec entries compare as
-// strings: "curl" and "/usr/bin/curl" are different entries. env.set values
-// are combined as in Merge, since a ceiling fixing a value must keep it.
+// Intersect applies ceilings (an agent's, the operator's) to a policy:
+// Intersect(p, ceiling...). A path gets the narrowest access any input
+// gives it, exec/network/env allow only what every input allows, limits
+// take the smaller value. Exec entries compare as strings: "curl" and
+// "/usr/bin/curl" are different entries. env.set values are combined as in
+// Merge, since a ceiling fixing a value must keep it.
+//
+// What a ceiling leaves out (Omitted: a section, a limit) is no ceiling
+// there: it cuts nothing, rather than taking the section's empty meaning
+// (no paths, no hosts) or the default limit. What p leaves out keeps its
+// meaning: p is what runs. With nothing omitted the order does not matter.
 func Intersect(ps ...*Policy) (*Policy, error) {
 	return compose("intersect", ps, false)
 }
@@ -40,16 +46,46 @@ func compose(op string, ps []*Policy, union bool) (*Policy, error) {
 	if out.Name, out.Description, err = composeNames(ps); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	out.FS = composeFS(ps, union)
-	out.Exec = composeExec(ps, union)
-	if out.Network.Allow, err = composeNetwork(ps, union); err != nil {
+	out.FS = composeFS(cutting(ps, union, func(o Omitted) bool { return o.FS }), union)
+	out.Exec = composeExec(cutting(ps, union, func(o Omitted) bool { return o.Exec }), union)
+	if out.Network.Allow, err = composeNetwork(cutting(ps, union, func(o Omitted) bool { return o.Network }), union); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if out.Env, err = composeEnv(ps, union); err != nil {
+	if out.Env, err = composeEnv(ps, cutting(ps, union, func(o Omitted) bool { return o.Env }), union); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	out.Limits = composeLimits(ps, union)
+	out.Omitted = composeOmitted(ps)
 	return out, nil
+}
+
+// cutting returns the inputs that decide one section: all of them in a
+// union; in an intersection the policy and the ceilings that have the
+// section.
+func cutting(ps []*Policy, union bool, omitted func(Omitted) bool) []*Policy {
+	if union {
+		return ps
+	}
+	out := ps[:1:1]
+	for _, p := range ps[1:] {
+		if !omitted(p.Omitted) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// composeOmitted: the result leaves out what every input leaves out.
+func composeOmitted(ps []*Policy) Omitted {
+	o := ps[0].Omitted
+	for _, p := range ps[1:] {
+		q := p.Omitted
+		o = Omitted{
+			FS: o.FS && q.FS, Exec: o.Exec && q.Exec, Network: o.Network && q.Network, Env: o.Env && q.Env,
+			Memory: o.Memory && q.Memory, Pids: o.Pids && q.Pids, CPU: o.CPU && q.CPU, Timeout: o.Timeout && q.Timeout, Idle: o.Idle && q.Idle,
+		}
+	}
+	return o
 }
 
 // composeNames joins the distinct name parts, sorted, with "+", so the
@@ -193,11 +229,15 @@ func composeNetwork(ps []*Policy, union bool) ([]string, error) {
 	return out, nil
 }
 
-func composeEnv(ps []*Policy, union bool) (Env, error) {
+// composeEnv combines the allow lists of allowing and the set values of
+// every input.
+func composeEnv(ps, allowing []*Policy, union bool) (Env, error) {
 	var env Env
 	var lists [][]string
-	for _, p := range ps {
+	for _, p := range allowing {
 		lists = append(lists, p.Env.Allow)
+	}
+	for _, p := range ps {
 		for k, v := range p.Env.Set {
 			if old, ok := env.Set[k]; ok && old != v {
 				return Env{}, fmt.Errorf("env.set.%s is %q in one policy and %q in another; make them agree", k, old, v)
@@ -218,22 +258,32 @@ func composeEnv(ps []*Policy, union bool) (Env, error) {
 	return env, nil
 }
 
+// composeLimits: a zero limit of a policy is the default; a ceiling's
+// zero or omitted limit is no ceiling.
 func composeLimits(ps []*Policy, union bool) Limits {
-	l := ps[0].Limits
+	l := ps[0].Limits.WithDefaults()
 	for _, p := range ps[1:] {
-		o := p.Limits
-		l.Memory = pick(union, l.Memory, o.Memory)
-		l.Pids = pick(union, l.Pids, o.Pids)
-		l.CPU = pick(union, l.CPU, o.CPU)
-		l.Timeout = pick(union, l.Timeout, o.Timeout)
-		l.Idle = pick(union, l.Idle, o.Idle)
+		if union {
+			o := p.Limits.WithDefaults()
+			l.Memory, l.Pids, l.CPU = max(l.Memory, o.Memory), max(l.Pids, o.Pids), max(l.CPU, o.CPU)
+			l.Timeout, l.Idle = max(l.Timeout, o.Timeout), max(l.Idle, o.Idle)
+			continue
+		}
+		o, om := p.Limits, p.Omitted
+		l.Memory = lower(l.Memory, o.Memory, om.Memory)
+		l.Pids = lower(l.Pids, o.Pids, om.Pids)
+		l.CPU = lower(l.CPU, o.CPU, om.CPU)
+		l.Timeout = lower(l.Timeout, o.Timeout, om.Timeout)
+		l.Idle = lower(l.Idle, o.Idle, om.Idle)
 	}
 	return l
 }
 
-func pick[T cmp.Ordered](union bool, a, b T) T {
-	if union {
-		return max(a, b)
+// lower applies one ceiling to one limit.
+func lower[T cmp.Ordered](v, ceiling T, omitted bool) T {
+	var zero T
+	if omitted || ceiling == zero {
+		return v
 	}
-	return min(a, b)
+	return min(v, ceiling)
 }

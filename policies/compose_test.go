@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"cmp"
 	"math/rand"
 	"net/netip"
 	"reflect"
@@ -257,7 +258,8 @@ func TestComposeExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(i.Exec.Allow, []string{"sh"}) || len(i.Network.Allow) != 0 {
+	// data-processor has no [network]: as a ceiling it cuts nothing there.
+	if !reflect.DeepEqual(i.Exec.Allow, []string{"sh"}) || !reflect.DeepEqual(i.Network.Allow, web.Network.Allow) {
 		t.Errorf("intersection allows %v, %v", i.Exec.Allow, i.Network.Allow)
 	}
 	if i.AccessAt("$WORK_DIR/x") != AccessWrite || i.AccessAt("$DATA_DIR") != AccessNone || i.AccessAt("$SKILL_DIR") != AccessRead {
@@ -306,4 +308,125 @@ func mustLoad(t *testing.T, path string) *Policy {
 		t.Fatal(err)
 	}
 	return p
+}
+
+func pick[T cmp.Ordered](union bool, a, b T) T {
+	if union {
+		return max(a, b)
+	}
+	return min(a, b)
+}
+
+// A ceiling's omitted section or limit (or zero limit) cuts nothing: the
+// result is the intersection with a ceiling that has the policy's own
+// rules there (p ∩ p = p). So it still never grants what the policy
+// denies, nor what a section the ceiling has denies. What the policy
+// itself omits keeps its meaning.
+func TestIntersectOmittedProperties(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	coin := func() bool { return r.Intn(2) == 0 }
+	randomOmitted := func() Omitted {
+		return Omitted{FS: coin(), Exec: coin(), Network: coin(), Env: coin(), Memory: coin(), Pids: coin(), CPU: coin(), Timeout: coin(), Idle: coin()}
+	}
+	for range 3000 {
+		p, c := randomPolicy(r, "p"), randomPolicy(r, "c")
+		p.Omitted, c.Omitted = randomOmitted(), randomOmitted()
+		if coin() {
+			c.Limits.Pids = 0
+		}
+		got, err := Intersect(p, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		filled := c.clone()
+		filled.Omitted = Omitted{}
+		o := c.Omitted
+		if o.FS {
+			filled.FS = p.FS
+		}
+		if o.Exec {
+			filled.Exec = p.Exec
+		}
+		if o.Network {
+			filled.Network.Allow = p.Network.Allow
+		}
+		if o.Env {
+			filled.Env.Allow = p.Env.Allow
+		}
+		for _, l := range []struct {
+			omitted  bool
+			dst, src any
+		}{{o.Memory, &filled.Limits.Memory, p.Limits.Memory}, {o.Pids || c.Limits.Pids == 0, &filled.Limits.Pids, p.Limits.Pids}, {o.CPU, &filled.Limits.CPU, p.Limits.CPU}, {o.Timeout, &filled.Limits.Timeout, p.Limits.Timeout}, {o.Idle, &filled.Limits.Idle, p.Limits.Idle}} {
+			if l.omitted {
+				reflect.ValueOf(l.dst).Elem().Set(reflect.ValueOf(l.src))
+			}
+		}
+		pGiven := p.clone()
+		pGiven.Omitted = Omitted{}
+		want, err := Intersect(pGiven, filled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(permissions(got), permissions(want)) {
+			t.Fatalf("omitted %+v:\n got %+v\nwant %+v", o, got, want)
+		}
+		checkComposed(t, "intersect omitted", got, []*Policy{p, filled}, false)
+		if got.Limits.Memory > p.Limits.Memory || !o.Memory && got.Limits.Memory > c.Limits.Memory {
+			t.Fatalf("memory %d from %d and %d (omitted %v)", got.Limits.Memory, p.Limits.Memory, c.Limits.Memory, o.Memory)
+		}
+	}
+}
+
+// Cuts names what a ceiling takes away, and nothing when it leaves a
+// section out.
+func TestCuts(t *testing.T) {
+	p := mustParse(t, `name = "skill"
+[fs]
+read = ["$HOME"]
+write = ["$WORK_DIR"]
+[exec]
+allow = ["curl", "jq", "sh"]
+workspace = true
+[network]
+allow = ["*.example.com:443"]
+[env]
+allow = ["LANG", "TZ"]
+[limits]
+memory = "2GiB"
+timeout = "5m"
+`)
+	ceiling := mustParse(t, `name = "agent"
+[fs]
+read = ["$HOME", "$WORK_DIR"]
+deny = ["$HOME/.ssh"]
+[exec]
+allow = ["jq", "sh"]
+[network]
+allow = ["api.example.com:443"]
+[limits]
+memory = "1GiB"
+`)
+	got, err := Cuts(p, ceiling)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"fs $HOME/.ssh: read -> none",
+		"fs $WORK_DIR: write -> read",
+		"exec.allow: removes curl",
+		"exec.workspace: off",
+		"network.allow: removes *.example.com:443; keeps the narrower api.example.com:443",
+		"limits.memory: 2GiB -> 1GiB",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("cuts:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A ceiling with nothing but a name cuts nothing.
+	if got, err := Cuts(p, mustParse(t, `name = "empty"`)); err != nil || len(got) != 0 {
+		t.Errorf("empty ceiling cuts %q %v", got, err)
+	}
+	// Today's empty meanings still hold for the policy itself.
+	if got, err := Cuts(mustParse(t, `name = "bare"`), ceiling); err != nil || len(got) != 1 || got[0] != "exec: only jq, sh (was every program)" {
+		t.Errorf("bare policy: %q %v", got, err)
+	}
 }

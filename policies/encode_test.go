@@ -118,7 +118,7 @@ func TestTOMLRoundTripRandom(t *testing.T) {
 		for _, l := range []*[]string{&want.Exec.Allow, &want.Network.Allow, &want.Env.Allow} {
 			*l = sorted(*l)
 		}
-		if !reflect.DeepEqual(q, want) {
+		if !reflect.DeepEqual(permissions(q), want) {
 			t.Fatalf("round trip changed the policy:\n%+v\n%+v", want, q)
 		}
 		out2, err := q.TOML()
@@ -128,5 +128,24 @@ func TestTOMLRoundTripRandom(t *testing.T) {
 		if q.Limits != p.Limits || q.Exec.All != p.Exec.All {
 			t.Fatalf("limits or exec changed: %+v %+v", p, q)
 		}
+	}
+}
+
+// A Policy built in Go may leave limits at zero: Checked fills them with
+// the defaults and refuses what Parse would, naming the key.
+func TestChecked(t *testing.T) {
+	p := &Policy{Name: "go", Exec: Exec{All: true}, Limits: Limits{CPU: 0.5}}
+	q, err := p.Checked()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultLimits
+	want.CPU = 0.5
+	if q.Limits != want || p.Limits.Memory != 0 {
+		t.Errorf("limits %+v (caller's %+v), want %+v", q.Limits, p.Limits, want)
+	}
+	p.Limits.Memory = 1024
+	if _, err := p.Checked(); err == nil || !strings.Contains(err.Error(), "memory") {
+		t.Errorf("memory of 1KiB: %v", err)
 	}
 }

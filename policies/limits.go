@@ -25,6 +25,29 @@ var DefaultLimits = Limits{
 	Idle:    15 * time.Minute,
 }
 
+// WithDefaults returns l with every zero field taken from DefaultLimits: a
+// Policy built in Go may leave out any limit, as a file may leave it out
+// of [limits]. Zero is never a valid limit, so it cannot mean anything else.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits
+	if l.Memory == 0 {
+		l.Memory = d.Memory
+	}
+	if l.Pids == 0 {
+		l.Pids = d.Pids
+	}
+	if l.CPU == 0 {
+		l.CPU = d.CPU
+	}
+	if l.Timeout == 0 {
+		l.Timeout = d.Timeout
+	}
+	if l.Idle == 0 {
+		l.Idle = d.Idle
+	}
+	return l
+}
+
 // Bounds on limits. Pids counts threads as well as processes: a Go program
 // starts about 7 threads before main runs, a JVM dozens.
 const (
@@ -161,4 +184,16 @@ func checkDuration(d, lo, hi time.Duration) error {
 		return fmt.Errorf("%s is out of range; use %s to %s", formatDuration(d), formatDuration(lo), formatDuration(hi))
 	}
 	return nil
+}
+
+// Checked returns a copy of p whose zero limits are the defaults, or an
+// error naming the first field Parse would refuse. A Policy built in Go
+// goes through it before it is used.
+func (p *Policy) Checked() (*Policy, error) {
+	q := *p
+	q.Limits = q.Limits.WithDefaults()
+	if _, err := q.TOML(); err != nil {
+		return nil, err
+	}
+	return &q, nil
 }

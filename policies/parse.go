@@ -118,6 +118,10 @@ func decode(file string, root *node) (*Policy, error) {
 		return nil, err
 	}
 	p := &Policy{Limits: DefaultLimits, Exec: Exec{All: true}}
+	for key, omitted := range map[string]*bool{"fs": &p.Omitted.FS, "exec": &p.Omitted.Exec, "network": &p.Omitted.Network, "env": &p.Omitted.Env} {
+		*omitted = t.get(key) == nil
+	}
+	p.Omitted.Memory, p.Omitted.Pids, p.Omitted.CPU, p.Omitted.Timeout, p.Omitted.Idle = true, true, true, true, true
 	steps := []func(*decoder, *table, *Policy) error{decodeName, decodeFS, decodeExec, decodeNetwork, decodeEnv, decodeLimits}
 	for _, step := range steps {
 		if err := step(d, t, p); err != nil {
@@ -208,13 +212,25 @@ func decodeFS(d *decoder, t *table, p *Policy) error {
 
 var execNameRE = regexp.MustCompile(`^[A-Za-z0-9._+-]+$`)
 
-// checkExec accepts a bare program name or an absolute path.
+// SkillExecPrefix starts an exec.allow entry naming a program in the
+// skill's own folder.
+const SkillExecPrefix = "$SKILL_DIR/"
+
+// checkExec accepts a bare program name, an absolute path, or a path in
+// the skill's own folder ("$SKILL_DIR/scripts/process.sh").
 func checkExec(s string) (string, error) {
+	if rest, ok := strings.CutPrefix(s, SkillExecPrefix); ok && !strings.Contains(rest, "$") {
+		c, err := checkExec("/" + rest)
+		if err != nil {
+			return "", fmt.Errorf("%q: %w", s, err)
+		}
+		return "$SKILL_DIR" + c, nil
+	}
 	switch {
 	case s == "":
 		return "", fmt.Errorf("empty entry; write a program name (\"curl\") or an absolute path (\"/usr/bin/curl\")")
 	case strings.Contains(s, "$") || strings.HasPrefix(s, "~"):
-		return "", fmt.Errorf("%q: exec.allow takes no variables; write a program name or an absolute path", s)
+		return "", fmt.Errorf("%q: exec.allow takes no variable but $SKILL_DIR (a program the skill ships, \"$SKILL_DIR/scripts/run.sh\"); write a program name or an absolute path ([exec] workspace = true lets programs written into the workspace run)", s)
 	case strings.Contains(s, "/"):
 		if !strings.HasPrefix(s, "/") {
 			return "", fmt.Errorf("%q has a / but is not absolute; write a bare name (\"curl\") or an absolute path (\"/usr/bin/curl\")", s)
@@ -385,6 +401,9 @@ func decodeLimits(d *decoder, t *table, p *Policy) error {
 	lt, err := d.table(n, "[limits]", limitsKeys)
 	if err != nil {
 		return err
+	}
+	for key, omitted := range map[string]*bool{"memory": &p.Omitted.Memory, "pids": &p.Omitted.Pids, "cpu": &p.Omitted.CPU, "timeout": &p.Omitted.Timeout, "idle": &p.Omitted.Idle} {
+		*omitted = lt.get(key) == nil
 	}
 	if n := lt.get("memory"); n != nil {
 		s, ok := n.val.(string)

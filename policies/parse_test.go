@@ -82,7 +82,9 @@ var parseErrorCases = []struct {
 	// exec
 	{"exec relative with slash", minimal + "[exec]\nallow = [\"bin/tool\"]\n", 3, "exec.allow[0]", "has a / but is not absolute"},
 	{"exec dot slash", minimal + "[exec]\nallow = [\"./run.sh\"]\n", 3, "exec.allow[0]", "not absolute"},
-	{"exec variable", minimal + "[exec]\nallow = [\"$SKILL_DIR/run\"]\n", 3, "exec.allow[0]", "takes no variables"},
+	{"exec variable", minimal + "[exec]\nallow = [\"$WORK_DIR/run\"]\n", 3, "exec.allow[0]", "takes no variable but $SKILL_DIR"},
+	{"exec skill dir itself", minimal + "[exec]\nallow = [\"$SKILL_DIR\"]\n", 3, "exec.allow[0]", "takes no variable but $SKILL_DIR"},
+	{"exec skill dir dotdot", minimal + "[exec]\nallow = [\"$SKILL_DIR/../x\"]\n", 3, "exec.allow[0]", "\"..\" component"},
 	{"exec bad name", minimal + "[exec]\nallow = [\"cu rl\"]\n", 3, "exec.allow[0]", "bad program name"},
 	{"exec empty", minimal + "[exec]\nallow = [\"\"]\n", 3, "exec.allow[0]", "empty entry"},
 	{"exec dotdot name", minimal + "[exec]\nallow = [\"..\"]\n", 3, "exec.allow[0]", "bad program name"},
@@ -185,7 +187,7 @@ func TestParseDefaultsAndNormalising(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Policy{Name: "t", Exec: Exec{All: true}, Limits: DefaultLimits}
+	want := &Policy{Name: "t", Exec: Exec{All: true}, Limits: DefaultLimits, Omitted: omittedAll}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("got %+v, want %+v", p, want)
 	}
@@ -311,4 +313,13 @@ func TestParseSkillFile(t *testing.T) {
 			t.Errorf("%s %q: %v", c.file, c.src, err)
 		}
 	}
+}
+
+var omittedAll = Omitted{FS: true, Exec: true, Network: true, Env: true, Memory: true, Pids: true, CPU: true, Timeout: true, Idle: true}
+
+// permissions is p without what TOML does not keep (Omitted).
+func permissions(p *Policy) *Policy {
+	q := *p
+	q.Omitted = Omitted{}
+	return &q
 }

@@ -321,3 +321,38 @@ func (p *Policy) clone() *Policy {
 	q.Env.Set = maps.Clone(p.Env.Set)
 	return &q
 }
+
+// WithSkillDir returns a copy of p whose $SKILL_DIR rules name dir, an
+// absolute host folder, so several skills merged into one sandbox each keep
+// their own folder (it appears at its host path). Two rules landing on one
+// path become one: deny beats write beats read. A program in the skill's
+// folder (exec.allow "$SKILL_DIR/...") is refused: only the skill whose
+// folder is $SKILL_DIR can run its own programs.
+func (p *Policy) WithSkillDir(dir string) (*Policy, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("policy %s: skill folder %q is not absolute", p.Name, dir)
+	}
+	for _, e := range p.Exec.Allow {
+		if strings.HasPrefix(e, SkillExecPrefix) {
+			return nil, fmt.Errorf("policy %s: exec.allow %q: only the first skill (the one whose folder is $SKILL_DIR) may run programs from its folder; list this policy first, or run the program through an allowed interpreter (sh %s)", p.Name, e, e)
+		}
+	}
+	acc := map[string]Access{}
+	for _, r := range p.Rules() {
+		path := r.Path
+		if rest, ok := strings.CutPrefix(path, "$SKILL_DIR"); ok && (rest == "" || rest[0] == '/') {
+			path = filepath.Join(dir, rest)
+		}
+		if old, ok := acc[path]; !ok || rank(r.Access) > rank(old) {
+			acc[path] = r.Access
+		}
+	}
+	var rules []Rule
+	for _, s := range slices.Sorted(maps.Keys(acc)) {
+		rules = append(rules, Rule{Path: s, Access: acc[s]})
+	}
+	slices.SortFunc(rules, func(a, b Rule) int { return comparePaths(a.Path, b.Path) })
+	q := p.clone()
+	q.FS = fsFromRules(rules)
+	return q, nil
+}

@@ -17,6 +17,18 @@ type Policy struct {
 	Network     Network
 	Env         Env
 	Limits      Limits
+	// Omitted is what the policy's file left out; Parse sets it. Only
+	// Intersect reads it: a ceiling cuts nothing in a section or a limit
+	// it leaves out. TOML does not keep it (the canonical form writes
+	// every limit), so it is no part of Hash.
+	Omitted Omitted
+}
+
+// Omitted records which sections and limits a policy file leaves out. A
+// Policy built in Go omits nothing but the limits it leaves at zero.
+type Omitted struct {
+	FS, Exec, Network, Env           bool // the [fs], [exec], [network], [env] tables
+	Memory, Pids, CPU, Timeout, Idle bool // the keys of [limits]
 }
 
 // FS says which host paths the sandbox sees. The most specific rule (the
@@ -71,7 +83,8 @@ type Env struct {
 }
 
 // Limits are the sandbox's resource ceilings. After Load every field is set
-// (defaults fill what the file leaves out).
+// (defaults fill what the file leaves out); in a Policy built in Go a zero
+// field means the default (see WithDefaults).
 type Limits struct {
 	Memory  int64         // bytes
 	Pids    int64         // processes and threads

@@ -233,6 +233,10 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 	if cfg.Policy == nil {
 		return nil, errors.New("no policy")
 	}
+	// A policy built in Go may leave limits at zero: the defaults.
+	if cfg.Policy, err = cfg.Policy.Checked(); err != nil {
+		return nil, err
+	}
 	if cfg.Identity == (spec.Identity{}) {
 		cfg.Identity = spec.DefaultIdentity
 	}
@@ -495,7 +499,7 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.policy, s.Limits, s.Env = p, p.Limits, spec.SandboxEnv(p, nil)
+	s.policy, s.Limits, s.Env = p, p.Limits, spec.SandboxEnv(p, s.Vars, nil)
 	c, err := loadContainer(rt.containersDir(), s.containerID())
 	if err != nil {
 		return nil, fmt.Errorf("session %s: container: %w", id, err)
@@ -680,7 +684,9 @@ type ExecOptions struct {
 	// CallerEnv is the caller's environment: the names the policy's
 	// env.allow lists pass through, nothing else.
 	CallerEnv []string
-	// Cwd is relative to the workspace, or absolute inside the sandbox.
+	// Cwd is relative to the workspace, a host path inside a granted
+	// workspace, skill or data folder, or absolute inside the sandbox
+	// (spec.SandboxCwd).
 	Cwd                   string
 	Stdin, Stdout, Stderr *os.File // nil: /dev/null
 	// Timeout kills the command's process tree; zero means the policy's
@@ -944,21 +950,11 @@ func (s *Session) commandEnv(caller, extra []string) ([]string, error) {
 			return nil, fmt.Errorf("--env %s: not in the policy's env.allow; add it there to pass it", name)
 		}
 	}
-	return spec.SandboxEnv(s.policy, append(append([]string{}, caller...), extra...)), nil
+	return spec.SandboxEnv(s.policy, s.Vars, append(append([]string{}, caller...), extra...)), nil
 }
 
 func (s *Session) cwd(c string) string {
-	base := "/"
-	if s.Vars.WorkDir != "" {
-		base = spec.WorkspacePath
-	}
-	if c == "" {
-		return base
-	}
-	if filepath.IsAbs(c) {
-		return filepath.Clean(c)
-	}
-	return filepath.Join(base, c)
+	return spec.SandboxCwd(s.policy, s.Vars, c)
 }
 
 func (s *Session) touch() {

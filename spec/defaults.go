@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -107,15 +108,16 @@ func (g *generator) process() error {
 	if g.o.Vars.WorkDir != "" {
 		p.Cwd = WorkspacePath
 	}
-	p.Env = SandboxEnv(g.o.Policy, g.o.CallerEnv)
+	p.Env = SandboxEnv(g.o.Policy, g.o.Vars, g.o.CallerEnv)
 	return nil
 }
 
 // SandboxEnv is the environment of a sandboxed process: warden's fixed
 // variables, then the caller's variables named by env.allow, then env.set,
-// then (with a network.allow list) the egress proxy's variables, which
-// neither the caller nor the policy can point elsewhere.
-func SandboxEnv(p *policies.Policy, caller []string) []string {
+// then the sandbox paths of the policy's folders (FolderEnv) and (with a
+// network.allow list) the egress proxy's variables, which neither the
+// caller nor the policy can point elsewhere.
+func SandboxEnv(p *policies.Policy, vars policies.Vars, caller []string) []string {
 	env := map[string]string{
 		"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
 		"HOME": HomePath,
@@ -132,6 +134,9 @@ func SandboxEnv(p *policies.Policy, caller []string) []string {
 		}
 	}
 	for name, value := range p.Env.Set {
+		env[name] = value
+	}
+	for name, value := range FolderEnv(p, vars) {
 		env[name] = value
 	}
 	for name, value := range proxyEnv(p) {
@@ -165,4 +170,73 @@ func (g *generator) annotations() error {
 	}
 	g.b.Spec.Annotations = a
 	return nil
+}
+
+type folderVar struct {
+	name   string
+	value  func(policies.Vars) string
+	inside string
+}
+
+// folders are the path variables whose folders appear at fixed places in
+// the sandbox.
+var folders = []folderVar{
+	{"WORK_DIR", func(v policies.Vars) string { return v.WorkDir }, WorkspacePath},
+	{"SKILL_DIR", func(v policies.Vars) string { return v.SkillDir }, SkillPath},
+	{"DATA_DIR", func(v policies.Vars) string { return v.DataDir }, DataPath},
+}
+
+// FolderEnv gives WORK_DIR, SKILL_DIR and DATA_DIR their sandbox paths, so
+// a command finds $SKILL_DIR/scripts as the policy names it: each one that
+// has a folder and that the policy grants something under.
+func FolderEnv(p *policies.Policy, vars policies.Vars) map[string]string {
+	env := map[string]string{}
+	for _, f := range folders {
+		if f.value(vars) != "" && grantsUnder(p, "$"+f.name) {
+			env[f.name] = f.inside
+		}
+	}
+	return env
+}
+
+func grantsUnder(p *policies.Policy, variable string) bool {
+	for _, l := range [][]string{p.FS.Read, p.FS.Write} {
+		for _, r := range l {
+			if r == variable || strings.HasPrefix(r, variable+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SandboxCwd turns a command's working folder into its sandbox path: a
+// relative one is taken from the workspace (from / without one); a host
+// path inside the workspace, skill or data folder of a policy that grants
+// it becomes the same place under /workspace, /skill or /data, since
+// agents know host paths; any other absolute path is a sandbox path as
+// given.
+func SandboxCwd(p *policies.Policy, vars policies.Vars, cwd string) string {
+	base := "/"
+	if vars.WorkDir != "" {
+		base = WorkspacePath
+	}
+	if cwd == "" {
+		return base
+	}
+	if !filepath.IsAbs(cwd) {
+		return filepath.Join(base, cwd)
+	}
+	cwd = filepath.Clean(cwd)
+	best, bestLen := cwd, -1
+	for _, f := range folders {
+		host := f.value(vars)
+		if host == "" || !grantsUnder(p, "$"+f.name) {
+			continue
+		}
+		if rel, ok := under(cwd, filepath.Clean(host)); ok && len(host) > bestLen {
+			best, bestLen = filepath.Join(f.inside, rel), len(host)
+		}
+	}
+	return best
 }

@@ -110,6 +110,9 @@ func (g *generator) execAllowList() error {
 	// tools as command strings, and the exec rules still let the shell
 	// start only the listed programs.
 	for _, name := range g.o.Policy.Exec.Programs() {
+		if strings.HasPrefix(name, policies.SkillExecPrefix) {
+			continue // skillPrograms, after the grants
+		}
 		at, file, err := g.o.Host.lookExec(name)
 		if err != nil {
 			g.warnf("exec.allow: %q is not installed on this host; it will not run in the sandbox", name)
@@ -127,6 +130,58 @@ func (g *generator) execAllowList() error {
 			g.addRootfs(Entry{Path: at, Kind: File})
 		}
 		g.mount(specs.Mount{Destination: at, Type: "bind", Source: g.o.Host.path(file), Options: []string{"bind", "ro", "nosuid", "nodev"}})
+		g.execPaths = append(g.execPaths, at)
+	}
+	return nil
+}
+
+// skillPrograms places the exec.allow entries in the skill's own folder
+// ("$SKILL_DIR/scripts/process.sh"): each file is bound over itself at its
+// place under /skill without noexec, so it runs while the rest of the
+// folder stays noexec. It comes after the grants, whose /skill bind would
+// hide it; it never shows a file the fs rules do not.
+func (g *generator) skillPrograms() error {
+	if g.o.Policy.Exec.All {
+		return nil
+	}
+	var expanded *policies.Policy
+	for _, entry := range g.o.Policy.Exec.Allow {
+		rest, ok := strings.CutPrefix(entry, policies.SkillExecPrefix)
+		if !ok {
+			continue
+		}
+		root := g.o.Vars.SkillDir
+		if root == "" || !filepath.IsAbs(root) {
+			return fmt.Errorf("%w: exec.allow %q uses $SKILL_DIR, which has no absolute value here; give it with --skill-dir (Go: Vars.SkillDir)", ErrInvalid, entry)
+		}
+		if expanded == nil {
+			var err error
+			if expanded, err = g.o.Policy.Expand(g.o.Vars); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+		}
+		host := filepath.Join(root, rest)
+		if expanded.AccessAt(host) < policies.AccessRead {
+			return fmt.Errorf("%w: exec.allow %q: the fs rules do not let the sandbox read %s; grant it in fs.read (e.g. read = [\"$SKILL_DIR\"])", ErrInvalid, entry, host)
+		}
+		real, err := filepath.EvalSymlinks(host)
+		if err != nil {
+			g.warnf("exec.allow: %q (%s) does not exist; it will not run in the sandbox", entry, host)
+			g.b.MissingPrograms = append(g.b.MissingPrograms, entry)
+			continue
+		}
+		realRoot, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			return err
+		}
+		if _, inside := under(real, realRoot); !inside {
+			return fmt.Errorf("%w: exec.allow %q: %s leads through a symlink to %s, outside $SKILL_DIR (%s); allow the target by its absolute path, or remove the link", ErrInvalid, entry, host, real, realRoot)
+		}
+		if fi, err := os.Stat(real); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+			return fmt.Errorf("%w: exec.allow %q: %s is not an executable file; make it one (chmod +x)", ErrInvalid, entry, host)
+		}
+		at := filepath.Join(SkillPath, rest)
+		g.mount(specs.Mount{Destination: at, Type: "bind", Source: real, Options: []string{"bind", "ro", "nosuid", "nodev"}})
 		g.execPaths = append(g.execPaths, at)
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/warden-sandbox/warden/policies"
 )
 
 func TestProxyEnvironment(t *testing.T) {
@@ -15,7 +17,7 @@ allow = ["api.example.com:443"]
 `)
 	with.Env.Allow = []string{"HTTPS_PROXY", "http_proxy"}
 	with.Env.Set = map[string]string{"ALL_PROXY": "socks5://evil.example:1080"}
-	env := SandboxEnv(with, []string{"HTTPS_PROXY=http://corp-proxy:8080", "http_proxy=http://corp-proxy:8080"})
+	env := SandboxEnv(with, policies.Vars{}, []string{"HTTPS_PROXY=http://corp-proxy:8080", "http_proxy=http://corp-proxy:8080"})
 	for _, want := range []string{
 		"HTTP_PROXY=http://127.0.0.1:3128", "http_proxy=http://127.0.0.1:3128",
 		"HTTPS_PROXY=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128",
@@ -31,7 +33,7 @@ allow = ["api.example.com:443"]
 		t.Errorf("bundle env lacks the proxy: %q", b.Spec.Process.Env)
 	}
 	without := mustParse(t, `name = "t"`)
-	for _, kv := range SandboxEnv(without, []string{"HTTP_PROXY=http://corp-proxy:8080"}) {
+	for _, kv := range SandboxEnv(without, policies.Vars{}, []string{"HTTP_PROXY=http://corp-proxy:8080"}) {
 		if strings.Contains(strings.ToLower(kv), "proxy") {
 			t.Errorf("no network.allow, yet %s", kv)
 		}

@@ -114,6 +114,10 @@ func Generate(o Options) (*Bundle, error) {
 	if o.Policy == nil {
 		return nil, fmt.Errorf("%w: no policy", ErrInvalid)
 	}
+	// A policy built in Go may leave limits at zero: the defaults.
+	p := *o.Policy
+	p.Limits = p.Limits.WithDefaults()
+	o.Policy = &p
 	if !filepath.IsAbs(o.BundleDir) {
 		return nil, fmt.Errorf("%w: bundle directory %q must be absolute", ErrInvalid, o.BundleDir)
 	}
@@ -137,6 +141,7 @@ func Generate(o Options) (*Bundle, error) {
 		g.etc,
 		g.scratch,
 		g.grants,
+		g.skillPrograms,
 		g.execNotWritable,
 		g.agent,
 		g.resources,

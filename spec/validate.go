@@ -185,10 +185,13 @@ var fixedEnv = []string{"PATH", "HOME", "USER"}
 
 func checkEnv(s *specs.Spec, p *policies.Policy) error {
 	for i, kv := range s.Process.Env {
-		name, _, _ := strings.Cut(kv, "=")
+		name, value, _ := strings.Cut(kv, "=")
 		_, set := p.Env.Set[name]
 		proxy := len(p.Network.Allow) > 0 && slices.Contains(proxyEnvNames, name)
-		if !set && !proxy && !slices.Contains(p.Env.Allow, name) && !slices.Contains(fixedEnv, name) {
+		folder := slices.ContainsFunc(folders, func(f folderVar) bool {
+			return f.name == name && f.inside == value && grantsUnder(p, "$"+name)
+		})
+		if !set && !proxy && !folder && !slices.Contains(p.Env.Allow, name) && !slices.Contains(fixedEnv, name) {
 			return fmt.Errorf("process.env[%d]: %s is not allowed by the policy", i, name)
 		}
 	}

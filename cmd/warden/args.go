@@ -87,7 +87,7 @@ func checkExecInput(cliContext *cli.Context) error {
 var envFlag = &cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `NAME=VALUE` (the name must be in the policy's env.allow)", KeepSpace: true}
 
 // cwdFlag is the command's working folder.
-var cwdFlag = &cli.StringFlag{Name: "cwd", Usage: "working `DIR`: a relative one is taken from the workspace, an absolute one as given"}
+var cwdFlag = &cli.StringFlag{Name: "cwd", Usage: "working `DIR`: a relative one is taken from the workspace; a host path in the workspace, skill or data folder is that place inside; another absolute one as given"}
 
 // sandboxFlags name the policy and the folders its variables stand for.
 var sandboxFlags = append([]cli.Flag{
@@ -104,14 +104,15 @@ var varFlags = []cli.Flag{
 // loadSandboxPolicy loads (and merges) the --policy files and works out the
 // values of the path variables from the flags.
 func loadSandboxPolicy(cliContext *cli.Context, files []string) (*policies.Policy, policies.Vars, error) {
-	p, err := loadAll(files, policies.Merge)
+	combine := policies.Merge
+	if len(files) > 1 && !cliContext.IsSet("skill-dir") {
+		combine = mergeSkills(files)
+	}
+	p, err := loadAll(files, combine)
 	if err != nil {
 		return nil, policies.Vars{}, err
 	}
 	vars := policies.Vars{SkillDir: filepath.Dir(files[0])}
-	if len(files) > 1 && !cliContext.IsSet("skill-dir") && strings.Contains(policyText(p), "$SKILL_DIR") {
-		return nil, policies.Vars{}, fmt.Errorf("several policies share one $SKILL_DIR: pass --skill-dir")
-	}
 	if err := folderFlags(cliContext, &vars); err != nil {
 		return nil, policies.Vars{}, err
 	}
@@ -153,9 +154,26 @@ func folderFlags(cliContext *cli.Context, vars *policies.Vars) error {
 	return nil
 }
 
-func policyText(p *policies.Policy) string {
-	data, _ := p.TOML()
-	return string(data)
+// mergeSkills merges the policies of several skills, each with its own
+// folder: the first one's is $SKILL_DIR (at /skill inside), every other
+// one's $SKILL_DIR rules name its policy file's folder, which appears at
+// its host path.
+func mergeSkills(files []string) func(...*policies.Policy) (*policies.Policy, error) {
+	return func(ps ...*policies.Policy) (*policies.Policy, error) {
+		own := []*policies.Policy{ps[0]}
+		for i, p := range ps[1:] {
+			dir, err := filepath.Abs(filepath.Dir(files[i+1]))
+			if err != nil {
+				return nil, err
+			}
+			q, err := p.WithSkillDir(dir)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", files[i+1], err)
+			}
+			own = append(own, q)
+		}
+		return policies.Merge(own...)
+	}
 }
 
 // loadAll loads policy files and combines them with merge or intersect.

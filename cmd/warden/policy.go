@@ -100,11 +100,42 @@ var policyMergeCommand = &cli.Command{
 
 var policyIntersectCommand = &cli.Command{
 	Name:      "intersect",
-	Usage:     "print the intersection of policies (a skill under agent and global ceilings) as TOML",
-	ArgsUsage: "FILE FILE...",
+	Usage:     "print a policy under ceilings (an agent's, the operator's) as TOML, and on stderr what each ceiling cut",
+	ArgsUsage: "POLICY CEILING...",
 	Action: func(cliContext *cli.Context) error {
-		return combineAction(cliContext, policies.Intersect)
+		if err := combineAction(cliContext, policies.Intersect); err != nil {
+			return err
+		}
+		files := cliContext.Args().Slice()
+		return printCuts(cliContext, files[0], files[1:])
 	},
+}
+
+// printCuts says on stderr what each ceiling takes away from the policy
+// in file, one line each; a section or limit a ceiling leaves out is no
+// ceiling there.
+func printCuts(cliContext *cli.Context, file string, ceilings []string) error {
+	p, err := policies.Load(file)
+	if err != nil {
+		return err
+	}
+	for _, f := range ceilings {
+		c, err := policies.Load(f)
+		if err != nil {
+			return err
+		}
+		cuts, err := policies.Cuts(p, c)
+		if err != nil {
+			return err
+		}
+		if len(cuts) == 0 {
+			fmt.Fprintf(cliContext.App.ErrWriter, "ceiling %s: cuts nothing\n", f)
+		}
+		for _, line := range cuts {
+			fmt.Fprintf(cliContext.App.ErrWriter, "ceiling %s: %s\n", f, line)
+		}
+	}
+	return nil
 }
 
 func combineAction(cliContext *cli.Context, combine func(...*policies.Policy) (*policies.Policy, error)) error {
