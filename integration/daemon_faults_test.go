@@ -30,14 +30,21 @@ func (r *wardenRoot) daemonPids() []int {
 }
 
 // theDaemon is the one daemon of this root; the test fails if there is
-// not exactly one.
+// not exactly one. A daemon a CLI call started on a served root refuses
+// and exits: on a loaded machine it may take a moment to be gone.
 func (r *wardenRoot) theDaemon() int {
 	r.t.Helper()
-	pids := r.daemonPids()
-	if len(pids) != 1 {
-		r.t.Fatalf("want one daemon serving %s, found %v", r.root, pids)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids := r.daemonPids()
+		if len(pids) == 1 {
+			return pids[0]
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("want one daemon serving %s, found %v", r.root, pids)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return pids[0]
 }
 
 // timedExec runs argv in a session and says how long it took.
