@@ -161,6 +161,29 @@ func (c *Checker) CheckNetwork(host string, port int) error {
 	return fmt.Errorf("connect %s: %w: no network.allow pattern matches", hostPort(host, port), ErrDenied)
 }
 
+// DialControl is for net.Dialer.Control in a tool that connects from its
+// own process: it refuses a connection to a special address (loopback,
+// private, link-local, metadata...) that no network.allow rule opens, as
+// the egress proxy does. CheckNetwork judges the name a tool asks for;
+// this judges the address the name resolved to ("*:443" matches every
+// name, "localhost" too). The host's own addresses are not known here.
+func (c *Checker) DialControl(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w: not an address and port", address, ErrDenied)
+	}
+	a := ap.Addr().Unmap().WithZone("")
+	if _, special := Classify(a); !special {
+		return nil
+	}
+	for _, h := range c.hosts {
+		if h.Opens(a, int(ap.Port()), false) {
+			return nil
+		}
+	}
+	return fmt.Errorf("connect %s: %w: a special address needs a network.allow rule naming it", address, ErrDenied)
+}
+
 func hostPort(host string, port int) string {
 	if strings.Contains(host, ":") && !strings.HasPrefix(host, "[") {
 		host = "[" + host + "]"

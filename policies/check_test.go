@@ -2,6 +2,8 @@ package policies
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,6 +228,44 @@ func TestCheckExecWorkspace(t *testing.T) {
 		if err := c.CheckExec(name); ok != (err == nil) {
 			t.Errorf("CheckExec(%s) = %v, want ok %v", name, err, ok)
 		}
+	}
+}
+
+// DialControl judges the address a name resolved to: with "*:PORT", a
+// public address is dialed and loopback is refused unless a rule names it.
+func TestCheckDialControl(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	for text, ok := range map[string]bool{
+		fmt.Sprintf("name = \"t\"\n[network]\nallow = [\"*:%d\"]\n", port):                         false,
+		fmt.Sprintf("name = \"t\"\n[network]\nallow = [\"*:%d\", \"127.0.0.1:%d\"]\n", port, port): true,
+	} {
+		p, err := Parse("t.toml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := NewChecker(p, Vars{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CheckNetwork("localhost", port); err != nil {
+			t.Fatalf("%q: the name passes: %v", text, err)
+		}
+		conn, err := (&net.Dialer{Control: c.DialControl}).Dial("tcp4", fmt.Sprintf("localhost:%d", port))
+		if err == nil {
+			conn.Close()
+		}
+		if ok != (err == nil) || err != nil && !errors.Is(err, ErrDenied) {
+			t.Errorf("%q: dial localhost: %v, want ok %v", text, err, ok)
+		}
+	}
+	c, _ := NewChecker(&Policy{Name: "t"}, Vars{})
+	if err := c.DialControl("tcp4", "93.184.216.34:443", nil); err != nil {
+		t.Errorf("a public address: %v", err)
 	}
 }
 
