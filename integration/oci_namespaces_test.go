@@ -51,10 +51,14 @@ func TestOCINamespacePaths(t *testing.T) {
 			data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", vp))
 			return string(data)
 		}
-		// Wait until unshare has become sleep in its own namespace.
+		// Wait until unshare has become sleep in its own namespace: after
+		// the namespace, unshare makes its mounts private, which changes
+		// their lines, and only then runs sleep.
 		own, _ := os.Readlink("/proc/self/ns/mnt")
-		for i := 0; i < 100; i++ {
-			if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", vp)); ns != own && ns != "" {
+		for i := 0; i < 500; i++ {
+			ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", vp))
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", vp))
+			if ns != own && ns != "" && strings.TrimSpace(string(comm)) == "sleep" {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
