@@ -424,7 +424,7 @@ func (s *Session) dir() string {
 // it a listening socket whose file exists only on the host.
 func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) error {
 	sp.Root.Path = filepath.Join(bundleDir, "rootfs")
-	owner, err := startUsernsOwner(sp)
+	owner, err := startUsernsOwner(rt.Binary, sp)
 	if err != nil {
 		return err
 	}

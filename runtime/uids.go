@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -149,7 +150,7 @@ type usernsOwner struct {
 
 // startUsernsOwner makes the user namespace of a spec's single uid and
 // gid mapping, owned by that host uid.
-func startUsernsOwner(sp *specs.Spec) (*usernsOwner, error) {
+func startUsernsOwner(binary string, sp *specs.Spec) (*usernsOwner, error) {
 	uids, gids := sp.Linux.UIDMappings, sp.Linux.GIDMappings
 	if len(uids) != 1 || len(gids) != 1 {
 		return nil, fmt.Errorf("user namespace: want one uid and one gid mapping, have %v %v", uids, gids)
@@ -165,7 +166,9 @@ func startUsernsOwner(sp *specs.Spec) (*usernsOwner, error) {
 		inW.Close()
 		return nil, err
 	}
-	p, err := os.StartProcess("/proc/self/exe", []string{"warden-userns-owner", strconv.FormatUint(uint64(uid), 10), strconv.FormatUint(uint64(gid), 10)},
+	// The warden binary, not /proc/self/exe: a Go program using the
+	// runtime package is another program.
+	p, err := os.StartProcess(binary, []string{"warden-userns-owner", strconv.FormatUint(uint64(uid), 10), strconv.FormatUint(uint64(gid), 10)},
 		&os.ProcAttr{Files: []*os.File{inR, outW, nil}, Sys: &unix.SysProcAttr{Pdeathsig: unix.SIGKILL}})
 	inR.Close()
 	outW.Close()
@@ -176,7 +179,9 @@ func startUsernsOwner(sp *specs.Spec) (*usernsOwner, error) {
 	}
 	o := &usernsOwner{proc: p, stdin: inW}
 	var b [1]byte
+	outR.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadFull(outR, b[:]); err != nil {
+		o.proc.Kill()
 		st, _ := o.stop()
 		return nil, fmt.Errorf("user namespace owned by uid %d: the helper failed (%v)", uid, st)
 	}

@@ -1,6 +1,8 @@
 // counters_probe RESOURCE MODE: use a per-user kernel counter.
 //   MODE use:  take as much of RESOURCE as the kernel gives (bounded), print
 //              "RESOURCE COUNT ERRNO-NAME", then hold it until stdin closes.
+//   MODE keep: like use, for mq only: the queues are left (not unlinked)
+//              in the IPC namespace and the probe exits.
 //   MODE check: take one more (a second session, host root), print
 //              "RESOURCE ok" or "RESOURCE failed ERRNO-NAME".
 // RESOURCE: sigq (queued real-time signals; check also makes a POSIX
@@ -86,6 +88,8 @@ static int one(const char *r)
 }
 
 // use takes RESOURCE until the kernel says no or a bound is reached.
+static int keep;
+
 static long use(const char *r, int *err)
 {
 	long n = 0;
@@ -105,7 +109,8 @@ static long use(const char *r, int *err)
 			mqd_t q = mq_open(name, O_CREAT | O_EXCL | O_RDWR, 0600, NULL);
 			if (q == (mqd_t)-1)
 				break;
-			mq_unlink(name);
+			if (!keep)
+				mq_unlink(name);
 		}
 	} else if (!strcmp(r, "pipe")) {
 		// Empty pipes until a new one comes out small: the user's
@@ -189,9 +194,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	int err;
+	keep = !strcmp(argv[2], "keep");
 	long n = use(argv[1], &err);
 	printf("%s %ld %s\n", argv[1], n, errname(err));
 	fflush(stdout);
+	if (keep)
+		return 0;
 	char c;
 	while (read(0, &c, 1) > 0)
 		;
