@@ -580,3 +580,27 @@ func TestExecAllowedOutsideOwnTmpfs(t *testing.T) {
 		}
 	}
 }
+
+// Reidentify gives the spec generating with the other identity would.
+func TestReidentify(t *testing.T) {
+	vars, _ := testVars(t)
+	p := mustParse(t, "name = \"t\"\n[fs]\nwrite = [\"$WORK_DIR\"]\n")
+	other := Identity{UID: 3_000_123, GID: 3_000_123}
+	host := fakeHost(t)
+	gen := func(id Identity) *Bundle {
+		b, err := Generate(Options{Policy: p, Vars: vars, Host: host, BundleDir: "/bundle", Identity: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	moved, want := gen(DefaultIdentity), gen(other)
+	Reidentify(moved.Spec, DefaultIdentity, other)
+	got, _ := json.Marshal(moved.Spec)
+	if w, _ := json.Marshal(want.Spec); string(got) != string(w) {
+		t.Errorf("reidentified spec differs from one generated for %+v", other)
+	}
+	if SpecIdentity(moved.Spec) != other {
+		t.Errorf("SpecIdentity = %+v", SpecIdentity(moved.Spec))
+	}
+}
