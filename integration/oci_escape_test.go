@@ -244,18 +244,23 @@ func TestOCIPolicyRelativeBindSource(t *testing.T) {
 func TestOCIPolicyScheduling(t *testing.T) {
 	o := newOCIEnv(t)
 	policy := escapePolicy(t, tempDir(t), "")
-	script := `grep ^policy /proc/self/sched; echo oom $(cat /proc/self/oom_score_adj); grep -e "realtime priority" -e "open files" /proc/self/limits; cut -d" " -f19 /proc/self/stat`
+	script := `grep ^policy /proc/self/sched; echo oom $(cat /proc/self/oom_score_adj); grep -e "realtime priority" -e "open files" -e "pending signals" -e "msgqueue" /proc/self/limits; cut -d" " -f19 /proc/self/stat`
 	id := "oci-" + randomHex(4)
 	b := busyboxBundle(t, id, func(s *specs.Spec) {
 		adj := -500
 		s.Process.Args = []string{"sh", "-c", script}
 		s.Process.Scheduler = &specs.Scheduler{Policy: specs.SchedFIFO, Priority: 10}
 		s.Process.OOMScoreAdj = &adj
-		s.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO", Hard: 99, Soft: 99}, {Type: "RLIMIT_NOFILE", Hard: 512, Soft: 512}}
+		s.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO", Hard: 99, Soft: 99}, {Type: "RLIMIT_NOFILE", Hard: 512, Soft: 512},
+			{Type: "RLIMIT_SIGPENDING", Hard: 50000, Soft: 50000}}
 	})
 	r := o.warden(t, "--policy", policy, "run", "--bundle", b, id)
+	// Pending signals and message queue bytes are counted per host user
+	// (here host root): lowered when asked for, set when absent.
 	if r.Exit != 0 || !strings.Contains(r.Stdout, "policy") || strings.Contains(r.Stdout, ":                    1") ||
 		!strings.Contains(r.Stdout, "oom 0") || !strings.Contains(r.Stdout, "Max open files            512                  512") ||
+		!strings.Contains(r.Stdout, "Max pending signals       1024                 1024") ||
+		!strings.Contains(r.Stdout, "Max msgqueue size         204800               204800") ||
 		!strings.Contains(r.Stdout, "Max realtime priority     0                    0") {
 		t.Fatalf("real-time asked for under a policy: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
@@ -270,6 +275,49 @@ func TestOCIPolicyScheduling(t *testing.T) {
 	if r.Exit != 0 || !strings.Contains(r.Stdout, ":                    3") || !strings.Contains(r.Stdout, "oom 300") || !strings.HasSuffix(strings.TrimSpace(r.Stdout), "\n5") {
 		t.Fatalf("batch scheduling under a policy: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
+}
+
+// Under a policy /proc is read-only as in a session: no writing a
+// process's memory through /proc/PID/mem, no pressure triggers, and
+// /proc/slabinfo is masked; reading /proc and the config's sysctls (which
+// docker sets) still work, in the init and in an exec. Without a policy
+// the same container can open them for writing.
+func TestOCIPolicyProcReadOnly(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := escapePolicy(t, tempDir(t), "")
+	script := `echo x 2>&1 >/proc/self/mem | grep -o "Read-only file system" | sed s/^/mem:/;
+echo "some 500000 1000000" 2>&1 >/proc/pressure/cpu | grep -o "Read-only file system" | sed s/^/pressure:/;
+echo slab $(cat /proc/slabinfo 2>/dev/null | grep -c .);
+grep -q "^some" /proc/pressure/cpu && echo pressure-readable; grep -q ^Name /proc/self/status && echo status-readable;
+echo port $(cat /proc/sys/net/ipv4/ip_unprivileged_port_start)`
+	mk := func(id string) string {
+		return busyboxBundle(t, id, func(s *specs.Spec) {
+			s.Process.Args = []string{"sh", "-c", script}
+			s.Linux.Sysctl = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"}
+		})
+	}
+	id := "oci-" + randomHex(4)
+	r := o.warden(t, "run", "--bundle", mk(id), id)
+	if r.Exit != 0 || strings.Contains(r.Stdout, "mem:") || strings.Contains(r.Stdout, "pressure:") || strings.Contains(r.Stdout, "slab 0") {
+		t.Fatalf("without a policy /proc is writable and slabinfo readable: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	want := []string{"mem:Read-only file system", "pressure:Read-only file system", "slab 0", "pressure-readable", "status-readable", "port 0"}
+	check := func(what string, r sandboxResult) {
+		t.Helper()
+		for _, w := range want {
+			if r.Exit != 0 || !strings.Contains(r.Stdout, w+"\n") {
+				t.Fatalf("%s under a policy: want %q; exit %d, %q %q", what, w, r.Exit, r.Stdout, r.Stderr)
+			}
+		}
+	}
+	id = "oci-" + randomHex(4)
+	check("run", o.warden(t, "--policy", policy, "run", "--bundle", mk(id), id))
+	id = "oci-" + randomHex(4)
+	b := busyboxBundle(t, id, func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"} })
+	if r := o.warden(t, "--policy", policy, "run", "-d", "--bundle", b, id); r.Exit != 0 {
+		t.Fatalf("run -d: %s", r.Stderr)
+	}
+	check("exec", o.warden(t, "exec", id, "sh", "-c", script))
 }
 
 // A config asking for shared root propagation gets a slave root under a

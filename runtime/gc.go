@@ -94,6 +94,7 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		removed = append(removed, "cgroup "+dir)
 	}
 	rt.removeRootCgroups()
+	removed = append(removed, rt.gcLeases(live)...)
 	for _, m := range mountsUnder(rt.Root) {
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))

@@ -6,7 +6,6 @@ import (
 	"os"
 	goruntime "runtime"
 	"slices"
-	"sync"
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -32,13 +31,15 @@ func bindLate(mntns int, mounts []specs.Mount) error {
 		return nil
 	}
 	var trees []int
+	usernses := idmapUsernses{}
 	defer func() {
 		for _, fd := range trees {
 			unix.Close(fd)
 		}
+		usernses.close()
 	}()
 	for _, m := range mounts {
-		fd, err := cloneMount(m)
+		fd, err := cloneMount(m, usernses)
 		if err != nil {
 			return fmt.Errorf("late mount %s: %w", m.Destination, err)
 		}
@@ -86,7 +87,7 @@ func moveMounts(ns int, mounts []specs.Mount, trees []int) error {
 
 // cloneMount makes a detached copy of a bind mount's source with the
 // mount's options applied.
-func cloneMount(m specs.Mount) (int, error) {
+func cloneMount(m specs.Mount, usernses idmapUsernses) (int, error) {
 	if m.Type != "bind" {
 		return -1, fmt.Errorf("only bind mounts are bound late, not %q", m.Type)
 	}
@@ -128,7 +129,7 @@ func cloneMount(m specs.Mount) (int, error) {
 		}
 	}
 	if len(m.UIDMappings) > 0 || len(m.GIDMappings) > 0 {
-		userns, err := idmapUserns(m.UIDMappings, m.GIDMappings)
+		userns, err := usernses.get(m.UIDMappings, m.GIDMappings)
 		if err != nil {
 			unix.Close(fd)
 			return -1, fmt.Errorf("id mapping: %w", err)
@@ -146,30 +147,33 @@ func cloneMount(m specs.Mount) (int, error) {
 	return fd, nil
 }
 
-// idmapUsernses holds one user namespace per id mapping an idmapped mount
-// needs (one per workspace owner), kept open for the daemon's life.
-var idmapUsernses = struct {
-	sync.Mutex
-	m map[string]*os.File
-}{m: map[string]*os.File{}}
+// idmapUsernses are the user namespaces one bindLate's idmapped mounts
+// need, one per mapping (a session's folders usually share an owner, so
+// one). None outlives the call: each sandbox has a uid of its own, so a
+// mapping is rarely needed again, and the mounts keep the namespace.
+type idmapUsernses map[string]*os.File
 
-// idmapUserns returns a user namespace with the given mappings: a mount
-// idmapped with it shows files the way the cold path's idmapped mount
-// does (the mapping's container ids are ids on disk, its host ids those
-// the sandbox sees as its own).
-func idmapUserns(uids, gids []specs.LinuxIDMapping) (*os.File, error) {
+// get returns a user namespace with the given mappings: a mount idmapped
+// with it shows files the way the cold path's idmapped mount does (the
+// mapping's container ids are ids on disk, its host ids those the sandbox
+// sees as its own).
+func (u idmapUsernses) get(uids, gids []specs.LinuxIDMapping) (*os.File, error) {
 	key := fmt.Sprint(uids, gids)
-	idmapUsernses.Lock()
-	defer idmapUsernses.Unlock()
-	if f, ok := idmapUsernses.m[key]; ok {
+	if f, ok := u[key]; ok {
 		return f, nil
 	}
 	f, err := newUserns(uids, gids)
 	if err != nil {
 		return nil, err
 	}
-	idmapUsernses.m[key] = f
+	u[key] = f
 	return f, nil
+}
+
+func (u idmapUsernses) close() {
+	for _, f := range u {
+		f.Close()
+	}
 }
 
 // newUserns starts a process in a new user namespace with the mappings,

@@ -107,6 +107,9 @@ type pooled struct {
 	// Masked are the host files the sandbox's masks outside the session
 	// folders were mounted on (see maskedFiles).
 	Masked map[string]string `json:"masked,omitempty"`
+	// Identity is the sandbox's own host uid and gid (zero: one made
+	// before sandboxes had their own, spec.DefaultIdentity).
+	Identity spec.Identity `json:"identity"`
 
 	container *libcontainer.Container
 	mntns     *os.File // the sandbox's mount namespace, held from its start: no pid can be mistaken
@@ -193,9 +196,9 @@ func (rt *Runtime) sessionSpec(p *policies.Policy, vars policies.Vars, id spec.I
 
 // pooledSpec generates the spec of a pooled sandbox: the placeholder
 // stands for the session's folders.
-func (rt *Runtime) pooledSpec(p *policies.Policy, vars policies.Vars, container, bundleDir string) (*spec.Bundle, error) {
+func (rt *Runtime) pooledSpec(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string) (*spec.Bundle, error) {
 	vars.WorkDir, vars.DataDir = rt.placeholder(), rt.placeholder()
-	return rt.generate(p, vars, spec.Identity{}, container, bundleDir, true)
+	return rt.generate(p, vars, id, container, bundleDir, true)
 }
 
 // generate is sessionSpec, or with pooled pooledSpec. Only a pooled
@@ -342,6 +345,9 @@ func poolView(b *spec.Bundle, bundleDir string) (key string, late []specs.Mount,
 	if sp.Linux != nil {
 		sp.Linux.CgroupsPath = ""
 	}
+	// Every pooled sandbox has a uid of its own; a claim moves the
+	// session's mounts to it.
+	spec.Reidentify(&sp, spec.SpecIdentity(&sp), spec.DefaultIdentity)
 	view, err := json.Marshal(struct {
 		Spec   *specs.Spec
 		Rootfs []spec.Entry
@@ -362,7 +368,7 @@ func (rt *Runtime) poolKey(p *policies.Policy, vars policies.Vars) (string, erro
 		return "", err
 	}
 	dir := filepath.Join(rt.poolDir(), "key")
-	b, err := rt.pooledSpec(p, vars, "key", dir)
+	b, err := rt.pooledSpec(p, vars, spec.Identity{}, "key", dir)
 	if err != nil {
 		return "", err
 	}
@@ -392,8 +398,13 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 			rt.destroyPooled(id)
 		}
 	}()
+	identity, lease, err := rt.leaseIdentity(id)
+	if err != nil {
+		return nil, err
+	}
+	defer lease.Close()
 	bundleDir := filepath.Join(dir, "bundle")
-	b, err := rt.pooledSpec(p, vars, id, bundleDir)
+	b, err := rt.pooledSpec(p, vars, identity, id, bundleDir)
 	if err != nil {
 		return nil, err
 	}
@@ -421,7 +432,7 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 	}
 	vars.WorkDir, vars.DataDir = "", ""
 	vars.WorkDir, vars.DataDir = rt.placeholder(), rt.placeholder()
-	pc := &pooled{ID: id, Key: key, PolicyName: p.Name, PolicyHash: p.Hash(), PolicyTOML: string(text), Vars: vars, Created: time.Now().UTC(), Masked: masked}
+	pc := &pooled{ID: id, Key: key, PolicyName: p.Name, PolicyHash: p.Hash(), PolicyTOML: string(text), Vars: vars, Created: time.Now().UTC(), Masked: masked, Identity: identity}
 	data, err := json.MarshalIndent(pc, "", "  ")
 	if err != nil {
 		return nil, err
@@ -578,21 +589,31 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 	if now := maskedFiles(cs.bundle.Spec, cs.bundleDir); !maps.Equal(now, pc.Masked) {
 		return nil, fmt.Errorf("%w: a denied file was replaced on the host since the sandbox started", ErrPoolMismatch)
 	}
+	// The session runs as the pooled sandbox's uid: its mounts map files
+	// to that one. A caller that chose an identity gets a cold start.
+	identity := pc.Identity
+	if identity == (spec.Identity{}) {
+		identity = spec.DefaultIdentity
+	}
+	if cfg.Identity != (spec.Identity{}) && cfg.Identity != identity {
+		return nil, fmt.Errorf("%w: the session asks for uid %d, the sandbox runs as %d", ErrPoolMismatch, cfg.Identity.UID, identity.UID)
+	}
 	// The masks are written where the session's folder is now, and the
 	// spec names where it will be.
-	late := make([]specs.Mount, len(cs.late))
+	lateSpec := specs.Spec{Mounts: make([]specs.Mount, len(cs.late))}
 	for i, m := range cs.late {
 		if rel, ok := under(m.Source, cs.bundleDir); ok {
 			m.Source = filepath.Join(dir, "late", rel)
 		}
-		late[i] = m
+		m.UIDMappings, m.GIDMappings = slices.Clone(m.UIDMappings), slices.Clone(m.GIDMappings)
+		lateSpec.Mounts[i] = m
 	}
+	spec.Reidentify(&lateSpec, spec.SpecIdentity(cs.bundle.Spec), identity)
+	late := lateSpec.Mounts
 	if pc.container == nil || pc.mntns == nil {
 		return nil, errors.New("pooled container not attached")
 	}
-	if cfg.Identity == (spec.Identity{}) {
-		cfg.Identity = spec.DefaultIdentity
-	}
+	cfg.Identity = identity
 	s := &Session{
 		ID: cfg.ID, PolicyName: cfg.Policy.Name, PolicyHash: cfg.Policy.Hash(), PolicyTOML: pc.PolicyTOML,
 		Vars: cfg.Vars, Created: time.Now().UTC(), Identity: cfg.Identity, Container: pc.ID, Pool: pc.Key,

@@ -237,7 +237,8 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 	if cfg.Policy, err = cfg.Policy.Checked(); err != nil {
 		return nil, err
 	}
-	if cfg.Identity == (spec.Identity{}) {
+	leased := cfg.Identity == (spec.Identity{})
+	if leased {
 		cfg.Identity = spec.DefaultIdentity
 	}
 	// The spec first: a policy its variables do not fit creates nothing.
@@ -249,6 +250,20 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 	}
 	if err := rt.makeDirs(); err != nil {
 		return nil, err
+	}
+	if leased {
+		id, lease, err := rt.leaseIdentity(cfg.ID)
+		if err != nil {
+			return nil, err
+		}
+		defer lease.Close()
+		defer func() {
+			if err != nil {
+				rt.releaseIdentity(cfg.ID, id.UID)
+			}
+		}()
+		spec.Reidentify(b.Spec, cfg.Identity, id)
+		cfg.Identity = id
 	}
 	if err := os.Mkdir(dir, 0o711); err != nil {
 		if errors.Is(err, fs.ErrExist) {
@@ -373,6 +388,14 @@ func agentArgs(s *specs.Spec) []string {
 	if dirs := s.Annotations[spec.AnnotationExecWritable]; dirs != "" {
 		args = append(args, "--exec-dirs", dirs)
 	}
+	// The agent sets the rlimits on itself (see startContainer).
+	if len(s.Process.Rlimits) > 0 {
+		var limits []string
+		for _, r := range s.Process.Rlimits {
+			limits = append(limits, fmt.Sprintf("%s=%d:%d", strings.ToLower(strings.TrimPrefix(r.Type, "RLIMIT_")), r.Soft, r.Hard))
+		}
+		args = append(args, "--rlimits", strings.Join(limits, ","))
+	}
 	return args
 }
 
@@ -405,8 +428,14 @@ func (s *Session) dir() string {
 // it a listening socket whose file exists only on the host.
 func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) error {
 	sp.Root.Path = filepath.Join(bundleDir, "rootfs")
+	owner, err := startUsernsOwner(rt.Binary, sp)
+	if err != nil {
+		return err
+	}
+	// The sandbox's init has joined the namespace once Run returns.
+	defer owner.stop()
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
-		CgroupName: s.containerID(), Spec: sp, NoNewKeyring: true,
+		CgroupName: s.containerID(), Spec: inOwnedUserns(sp, owner), NoNewKeyring: true,
 	})
 	if err != nil {
 		return fmt.Errorf("container config: %w", err)
@@ -439,10 +468,7 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 		return err
 	}
 	defer logFile.Close()
-	p, err := initProcess(sp.Process)
-	if err != nil {
-		return err
-	}
+	p := initProcess(sp.Process)
 	p.ExtraFiles = []*os.File{lf}
 	p.Stdout, p.Stderr = logFile, logFile
 	if err := c.Run(p); err != nil {
@@ -460,8 +486,12 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 	return nil
 }
 
-// initProcess converts the spec's process the way runc does.
-func initProcess(p *specs.Process) (*libcontainer.Process, error) {
+// initProcess converts the spec's process the way runc does, but for its
+// rlimits: the engine would set them with prlimit from the host, which
+// needs CAP_SYS_RESOURCE over the sandbox's user namespace; root has that
+// only where its bounding set holds it, or over a namespace it owns. The
+// agent sets them on itself instead (agentArgs' --rlimits).
+func initProcess(p *specs.Process) *libcontainer.Process {
 	lp := &libcontainer.Process{
 		Args: p.Args, Env: p.Env, Cwd: "/", UID: int(p.User.UID), GID: int(p.User.GID),
 		NoNewPrivileges: &p.NoNewPrivileges, Init: true,
@@ -470,14 +500,7 @@ func initProcess(p *specs.Process) (*libcontainer.Process, error) {
 		lp.Capabilities = &configsCapabilities{Bounding: c.Bounding, Effective: c.Effective,
 			Inheritable: c.Inheritable, Permitted: c.Permitted, Ambient: c.Ambient}
 	}
-	for _, r := range p.Rlimits {
-		rl, err := rlimit(r)
-		if err != nil {
-			return nil, err
-		}
-		lp.Rlimits = append(lp.Rlimits, rl)
-	}
-	return lp, nil
+	return lp
 }
 
 // Load re-adopts a running session from its state.

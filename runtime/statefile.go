@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,13 +111,16 @@ func (rt *Runtime) removeContainer(id string) error {
 		}
 	}
 	dir := filepath.Join(rt.containersDir(), id)
-	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
-		return errors.Join(errs...)
+	if _, err := os.Lstat(dir); err == nil {
+		if !libcontainerFiles(dir) {
+			errs = append(errs, fmt.Errorf("left %s: warden did not make it (it holds other files); move it out of warden's state root", dir))
+		} else if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if !libcontainerFiles(dir) {
-		errs = append(errs, fmt.Errorf("left %s: warden did not make it (it holds other files); move it out of warden's state root", dir))
-	} else if err := os.RemoveAll(dir); err != nil {
-		errs = append(errs, err)
+	// The uid is free once no process of the sandbox is left.
+	if len(errs) == 0 {
+		rt.releaseOwned(id)
 	}
 	return errors.Join(errs...)
 }

@@ -85,7 +85,7 @@ func TestWritableHostSystemRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			host := Host{Root: "/", NofileHard: 1 << 20}
+			host := Host{Root: "/", RlimitHard: map[string]uint64{"RLIMIT_NOFILE": 1 << 20}}
 			if strings.HasPrefix(c.policy, `write = ["/etc`) {
 				host = fakeHost(t)
 			}
@@ -126,7 +126,7 @@ deny = ["~/.ssh"]
 // parent first, or the parent's bind hides the child's mask.
 func TestMountOrderFollowsPlaces(t *testing.T) {
 	vars, _ := testVars(t)
-	host := Host{Root: "/", NofileHard: 1 << 20}
+	host := Host{Root: "/", RlimitHard: map[string]uint64{"RLIMIT_NOFILE": 1 << 20}}
 	p := mustParse(t, `name = "t"
 [fs]
 read = ["$HOME"]

@@ -16,17 +16,24 @@ import (
 // from. Tests point Root at a fake tree so generated specs do not depend on
 // what the build machine has installed.
 type Host struct {
-	Root       string // "/" on a real host
-	NofileHard uint64 // the caller's RLIMIT_NOFILE hard limit; rlimits never exceed it
+	Root string // "/" on a real host
+	// RlimitHard are the caller's hard limits by type ("RLIMIT_NOFILE"):
+	// a sandbox's rlimits never exceed them (without CAP_SYS_RESOURCE
+	// the start would fail). A type not listed is not capped.
+	RlimitHard map[string]uint64
 }
 
 // DetectHost describes the machine warden runs on.
 func DetectHost() (Host, error) {
-	var rl unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
-		return Host{}, fmt.Errorf("read RLIMIT_NOFILE: %w", err)
+	h := Host{Root: "/", RlimitHard: map[string]uint64{}}
+	for _, r := range sandboxRlimits {
+		var rl unix.Rlimit
+		if err := unix.Getrlimit(rlimitResource[r.Type], &rl); err != nil {
+			return Host{}, fmt.Errorf("read %s: %w", r.Type, err)
+		}
+		h.RlimitHard[r.Type] = rl.Max
 	}
-	return Host{Root: "/", NofileHard: rl.Max}, nil
+	return h, nil
 }
 
 // path maps an absolute path of the host to where it is under Root.

@@ -30,6 +30,36 @@ type Identity struct {
 	UID, GID uint32
 }
 
+// SpecIdentity is the identity a generated spec's sandbox runs as.
+func SpecIdentity(s *specs.Spec) Identity {
+	if s.Linux == nil || len(s.Linux.UIDMappings) != 1 || len(s.Linux.GIDMappings) != 1 {
+		return Identity{}
+	}
+	return Identity{UID: s.Linux.UIDMappings[0].HostID, GID: s.Linux.GIDMappings[0].HostID}
+}
+
+// Reidentify makes a spec generated for identity from one generated for
+// to: the sandbox's root and the id-mapped mounts' view of it move, the
+// rest stays (generating again would give the same spec but cost a walk
+// of the host's folders).
+func Reidentify(s *specs.Spec, from, to Identity) {
+	move := func(ms []specs.LinuxIDMapping, from, to uint32) {
+		for i := range ms {
+			if ms[i].HostID == from {
+				ms[i].HostID = to
+			}
+		}
+	}
+	if s.Linux != nil {
+		move(s.Linux.UIDMappings, from.UID, to.UID)
+		move(s.Linux.GIDMappings, from.GID, to.GID)
+	}
+	for _, m := range s.Mounts {
+		move(m.UIDMappings, from.UID, to.UID)
+		move(m.GIDMappings, from.GID, to.GID)
+	}
+}
+
 // Annotations warden writes into every spec it generates.
 const (
 	AnnotationPolicy     = "dev.warden.policy"      // policy name

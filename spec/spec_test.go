@@ -62,7 +62,7 @@ func fakeHost(t *testing.T) Host {
 			t.Fatal(err)
 		}
 	}
-	return Host{Root: root, NofileHard: 1 << 20}
+	return Host{Root: root, RlimitHard: map[string]uint64{"RLIMIT_NOFILE": 1 << 20}}
 }
 
 // testVars creates the folders a policy's variables stand for.
@@ -328,7 +328,7 @@ cpu = 0.5
 
 func TestRlimitsStayUnderHostHardLimit(t *testing.T) {
 	host := fakeHost(t)
-	host.NofileHard = 1000
+	host.RlimitHard = map[string]uint64{"RLIMIT_NOFILE": 1000, "RLIMIT_SIGPENDING": 1000, "RLIMIT_MSGQUEUE": 1000, "RLIMIT_MEMLOCK": 1000}
 	vars, _ := testVars(t)
 	b, err := Generate(Options{Policy: mustParse(t, `name = "t"`), Vars: vars, Host: host, BundleDir: "/bundle"})
 	if err != nil {
@@ -338,6 +338,25 @@ func TestRlimitsStayUnderHostHardLimit(t *testing.T) {
 		if r.Hard > 1000 || r.Soft > r.Hard {
 			t.Errorf("%s = %d/%d exceeds the host's hard limit 1000", r.Type, r.Soft, r.Hard)
 		}
+	}
+}
+
+// The per-user kernel counters a sandbox shares with the host user that
+// owns its user namespace are bounded in every sandbox.
+func TestRlimitsBoundSharedCounters(t *testing.T) {
+	vars, _ := testVars(t)
+	b, err := Generate(Options{Policy: mustParse(t, `name = "t"`), Vars: vars, Host: fakeHost(t), BundleDir: "/bundle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{"RLIMIT_SIGPENDING": 1024, "RLIMIT_MSGQUEUE": 204800, "RLIMIT_MEMLOCK": 1 << 20, "RLIMIT_CORE": 0, "RLIMIT_NOFILE": 4096}
+	for _, r := range b.Spec.Process.Rlimits {
+		if w, ok := want[r.Type]; ok && r.Hard == w && r.Soft == w {
+			delete(want, r.Type)
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("rlimits %+v lack %v", b.Spec.Process.Rlimits, want)
 	}
 }
 
@@ -559,5 +578,29 @@ func TestExecAllowedOutsideOwnTmpfs(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("exec.allow %s: %v, want %q", c.program, err, c.want)
 		}
+	}
+}
+
+// Reidentify gives the spec generating with the other identity would.
+func TestReidentify(t *testing.T) {
+	vars, _ := testVars(t)
+	p := mustParse(t, "name = \"t\"\n[fs]\nwrite = [\"$WORK_DIR\"]\n")
+	other := Identity{UID: 3_000_123, GID: 3_000_123}
+	host := fakeHost(t)
+	gen := func(id Identity) *Bundle {
+		b, err := Generate(Options{Policy: p, Vars: vars, Host: host, BundleDir: "/bundle", Identity: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	moved, want := gen(DefaultIdentity), gen(other)
+	Reidentify(moved.Spec, DefaultIdentity, other)
+	got, _ := json.Marshal(moved.Spec)
+	if w, _ := json.Marshal(want.Spec); string(got) != string(w) {
+		t.Errorf("reidentified spec differs from one generated for %+v", other)
+	}
+	if SpecIdentity(moved.Spec) != other {
+		t.Errorf("SpecIdentity = %+v", SpecIdentity(moved.Spec))
 	}
 }

@@ -272,6 +272,22 @@ func tightenScheduling(p *specs.Process, changef func(string, ...any)) {
 		nice = min(nice, own.Max)
 	}
 	ceiling := map[string]uint64{"RLIMIT_RTPRIO": 0, "RLIMIT_RTTIME": 0, "RLIMIT_NICE": nice}
+	// Pending signals and message queue bytes are counted per host user
+	// (the container's root is often the host's): a container without
+	// these limits inherits the runtime's and could take that user's
+	// whole allowance. Added when absent, lowered when above.
+	for _, typ := range []string{"RLIMIT_SIGPENDING", "RLIMIT_MSGQUEUE"} {
+		i := slices.IndexFunc(sandboxRlimits, func(r specs.POSIXRlimit) bool { return r.Type == typ })
+		max := sandboxRlimits[i].Hard
+		if unix.Getrlimit(rlimitResource[typ], &own) == nil {
+			max = min(max, own.Max)
+		}
+		ceiling[typ] = max
+		if !slices.ContainsFunc(p.Rlimits, func(r specs.POSIXRlimit) bool { return r.Type == typ }) {
+			p.Rlimits = append(p.Rlimits, specs.POSIXRlimit{Type: typ, Hard: max, Soft: max})
+			changef("process: %s set to %d", typ, max)
+		}
+	}
 	for i := range p.Rlimits {
 		r := &p.Rlimits[i]
 		max, ok := ceiling[r.Type]
@@ -721,7 +737,14 @@ func removeOptions(opts []string, drop ...string) []string {
 // containerMasked are masked and read-only in every container under a
 // policy, on top of what the config asks for (a privileged config asks
 // for none).
-var containerMasked = append(slices.Clone(maskedPaths), "/sys/firmware", "/sys/devices/virtual/powercap", "/proc/sysrq-trigger")
+var containerMasked = append(slices.Clone(maskedPaths), "/sys/firmware", "/sys/devices/virtual/powercap", "/proc/sysrq-trigger", "/proc/slabinfo")
+
+// containerReadonly: besides the usual read-only parts, the whole /proc
+// is read-only, as in a session: no writing another process's memory
+// through /proc/PID/mem (which ptrace's seccomp denial does not cover),
+// no pressure triggers in /proc/pressure. The engine writes the
+// config's sysctls before read-only paths are applied, so they still work.
+var containerReadonly = append(slices.Clone(readonlyPaths), "/proc")
 
 func (t *tightener) paths() error {
 	for _, p := range containerMasked {
@@ -729,7 +752,7 @@ func (t *tightener) paths() error {
 			t.s.Linux.MaskedPaths = append(t.s.Linux.MaskedPaths, p)
 		}
 	}
-	for _, p := range readonlyPaths {
+	for _, p := range containerReadonly {
 		if !slices.Contains(t.s.Linux.ReadonlyPaths, p) {
 			t.s.Linux.ReadonlyPaths = append(t.s.Linux.ReadonlyPaths, p)
 		}

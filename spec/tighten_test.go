@@ -504,7 +504,7 @@ func TestTightenSchedulingAndRealtime(t *testing.T) {
 	s.Process.IOPriority = &specs.LinuxIOPriority{Class: specs.IOPRIO_CLASS_RT, Priority: 0}
 	adj := -1000
 	s.Process.OOMScoreAdj = &adj
-	s.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO", Hard: 99, Soft: 99}, {Type: "RLIMIT_NICE", Hard: 40, Soft: 40}, {Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 1024}}
+	s.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO", Hard: 99, Soft: 99}, {Type: "RLIMIT_NICE", Hard: 40, Soft: 40}, {Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 1024}, {Type: "RLIMIT_SIGPENDING", Hard: 1 << 20, Soft: 100}}
 	if _, err := Tighten(s, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +524,18 @@ func TestTightenSchedulingAndRealtime(t *testing.T) {
 		t.Fatal(err)
 	}
 	nice := min(20, own.Max)
-	want := []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO"}, {Type: "RLIMIT_NICE", Hard: nice, Soft: nice}, {Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 1024}}
+	// Pending signals and message queue bytes: lowered, or added when
+	// absent, under the runtime's own hard limits.
+	if err := unix.Getrlimit(unix.RLIMIT_SIGPENDING, &own); err != nil {
+		t.Fatal(err)
+	}
+	sig := min(1024, own.Max)
+	if err := unix.Getrlimit(unix.RLIMIT_MSGQUEUE, &own); err != nil {
+		t.Fatal(err)
+	}
+	mq := min(204800, own.Max)
+	want := []specs.POSIXRlimit{{Type: "RLIMIT_RTPRIO"}, {Type: "RLIMIT_NICE", Hard: nice, Soft: nice}, {Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 1024},
+		{Type: "RLIMIT_SIGPENDING", Hard: sig, Soft: min(100, sig)}, {Type: "RLIMIT_MSGQUEUE", Hard: mq, Soft: mq}}
 	if !slices.Equal(s.Process.Rlimits, want) {
 		t.Errorf("rlimits %+v, want %+v", s.Process.Rlimits, want)
 	}

@@ -27,6 +27,7 @@
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -70,11 +71,11 @@ void strings_free(struct strings *s)
 	*s = (struct strings){0};
 }
 
-/* split adds the colon-separated parts of v. */
-static void split(struct strings *s, const char *v)
+/* split_on adds the parts of v separated by sep. */
+static void split_on(struct strings *s, const char *v, int sep)
 {
 	while (*v) {
-		const char *c = strchrnul(v, ':');
+		const char *c = strchrnul(v, sep);
 		char *part = strndup(v, (size_t)(c - v));
 		if (!part) {
 			s->failed = 1;
@@ -85,6 +86,9 @@ static void split(struct strings *s, const char *v)
 		v = *c ? c + 1 : c;
 	}
 }
+
+/* split adds the colon-separated parts of v. */
+static void split(struct strings *s, const char *v) { split_on(s, v, ':'); }
 
 /* ---- the protocol's messages ---------------------------------------- */
 
@@ -1002,6 +1006,45 @@ static void accept_all(int listener)
 
 static void ignore(int sig) { (void)sig; }
 
+/* set_rlimits applies --rlimits NAME=SOFT:HARD,... (names as in RLIMIT_NAME,
+ * lower case) to the agent, and so to every command it starts. The engine
+ * cannot: it sets them from the host with prlimit, which needs
+ * CAP_SYS_RESOURCE over the sandbox's user namespace, and that namespace
+ * is owned by the sandbox's own uid, not root. Lowering a limit, or a soft
+ * one up to its hard one, needs nothing. */
+static void set_rlimits(const char *list)
+{
+	static const struct {
+		const char *name;
+		int resource;
+	} names[] = {
+		{"nofile", RLIMIT_NOFILE},         {"core", RLIMIT_CORE},       {"sigpending", RLIMIT_SIGPENDING},
+		{"msgqueue", RLIMIT_MSGQUEUE},     {"memlock", RLIMIT_MEMLOCK}, {"nproc", RLIMIT_NPROC},
+		{"fsize", RLIMIT_FSIZE},           {"stack", RLIMIT_STACK},     {"as", RLIMIT_AS},
+		{"cpu", RLIMIT_CPU},               {"data", RLIMIT_DATA},       {"locks", RLIMIT_LOCKS},
+		{"nice", RLIMIT_NICE},             {"rtprio", RLIMIT_RTPRIO},   {"rttime", RLIMIT_RTTIME},
+		{"rss", RLIMIT_RSS},
+	};
+	struct strings items = {0};
+	split_on(&items, list, ',');
+	for (int i = 0; i < items.n; i++) {
+		char name[16];
+		unsigned long long soft, hard;
+		int used = 0;
+		if (sscanf(items.v[i], "%15[a-z]=%llu:%llu%n", name, &soft, &hard, &used) != 3 || items.v[i][used])
+			fatal("agent: --rlimits: want NAME=SOFT:HARD", items.v[i]);
+		size_t k = 0;
+		while (k < sizeof names / sizeof names[0] && strcmp(names[k].name, name))
+			k++;
+		if (k == sizeof names / sizeof names[0])
+			fatal("agent: --rlimits: unknown limit", name);
+		struct rlimit rl = {.rlim_cur = soft, .rlim_max = hard};
+		if (setrlimit(names[k].resource, &rl) < 0)
+			fatal("agent: setrlimit", items.v[i]);
+	}
+	strings_free(&items);
+}
+
 static void parse_flags(int argc, char **argv)
 {
 	struct agent_config *cfg = &agent.cfg;
@@ -1017,7 +1060,7 @@ static void parse_flags(int argc, char **argv)
 			continue;
 		}
 		if (strcmp(name, "exec-allow") && strcmp(name, "writable") && strcmp(name, "exec-dirs") &&
-		    strcmp(name, "hidden-programs"))
+		    strcmp(name, "hidden-programs") && strcmp(name, "rlimits"))
 			fatal("agent: flag provided but not defined", argv[i]);
 		if (!value && ++i >= argc)
 			fatal("agent: flag needs an argument", name);
@@ -1033,6 +1076,8 @@ static void parse_flags(int argc, char **argv)
 		} else if (!strcmp(name, "exec-dirs")) {
 			strings_free(&cfg->exec_dirs);
 			split(&cfg->exec_dirs, value);
+		} else if (!strcmp(name, "rlimits")) {
+			set_rlimits(value);
 		} else {
 			hidden = value;
 		}
