@@ -103,14 +103,17 @@ type chaosRound struct {
 	t      *testing.T
 	r      *wardenRoot
 	fault  string
-	rng    *rand.Rand
+	rng    *rand.Rand // drawn from before the round's goroutines start
 	policy string
 	ws     string
 	ids    []string // the sessions the workload creates
 	kills  chaosKills
 
 	mu     sync.Mutex
+	start  time.Time
 	step   string            // the workload's call under way
+	steps  int               // calls made so far
+	began  time.Time         // when the call under way began
 	netns  map[string]uint64 // net:[N] of the root's sandboxes, as sampled: their cookies
 	pooled map[string]bool   // the pool's container ids, as sampled
 	killed map[string]bool   // containers whose agent was killed
@@ -127,44 +130,66 @@ func newChaosRound(t *testing.T, fault string, seed uint64) *chaosRound {
 	return c
 }
 
+// chaosSteps is the number of CLI calls of the workload (see workload).
+const chaosSteps = 15
+
+// chaosKill is when a daemon kill comes: a moment of the round, or a
+// moment after the workload's call number step began (so short calls such
+// as rm are hit as often as creates).
+type chaosKill struct {
+	step  int // -1: at is from the round's start
+	after time.Duration
+}
+
+func (k chaosKill) String() string {
+	if k.step < 0 {
+		return fmt.Sprintf("at %s", k.after)
+	}
+	return fmt.Sprintf("%s into call %d", k.after, k.step)
+}
+
 func (c *chaosRound) run() {
 	t := c.t
-	delays := []time.Duration{c.delay()}
-	for n := c.rng.IntN(3); n > 0; n-- {
-		delays = append(delays, c.delay())
+	var plan []chaosKill
+	for n := 1 + c.rng.IntN(3); n > 0; n-- {
+		if c.rng.IntN(2) == 0 {
+			plan = append(plan, chaosKill{-1, time.Duration(c.rng.Int64N(int64(chaosSpan)))})
+		} else {
+			plan = append(plan, chaosKill{c.rng.IntN(chaosSteps), time.Duration(c.rng.Int64N(int64(150 * time.Millisecond)))})
+		}
 	}
-	slices.Sort(delays)
-	agentAt := c.delay()
-	t.Logf("daemon kills at %v; fault %s", delays, c.fault)
+	agentAt := time.Duration(c.rng.Int64N(int64(chaosSpan)))
+	agentPick := c.rng.Uint()
+	clientAfter := time.Duration(20+c.rng.IntN(400)) * time.Millisecond
+	t.Logf("daemon kills %v; fault %s", plan, c.fault)
 
+	c.start = time.Now()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); c.sample(done) }()
-	go func() { defer wg.Done(); c.killDaemons(delays, done) }()
+	go func() { defer wg.Done(); c.killDaemons(plan, done) }()
 	if c.fault == "agent" {
 		wg.Add(1)
-		go func() { defer wg.Done(); c.killAgent(agentAt, done) }()
+		go func() { defer wg.Done(); c.killAgent(agentAt, agentPick, done) }()
 	}
-	start := time.Now()
 	func() {
 		defer close(done)
-		c.workload()
+		c.workload(clientAfter)
 		c.setStep("none (the workload ended)")
 	}()
-	took := time.Since(start)
+	took := time.Since(c.start)
 	wg.Wait()
 	t.Logf("workload took %s; %d daemon kills", took.Round(time.Millisecond), c.kills.daemon)
 	if c.kills.daemon == 0 {
 		t.Errorf("no daemon was killed during the round")
 	}
+	if c.steps < chaosSteps {
+		t.Errorf("the workload made %d calls; chaosSteps says %d", c.steps, chaosSteps)
+	}
 	c.recover()
 	c.stopDaemon()
 	c.checkLeftovers()
-}
-
-func (c *chaosRound) delay() time.Duration {
-	return time.Duration(c.rng.Int64N(int64(chaosSpan)))
 }
 
 // try runs one CLI call of the workload; a call cut off by a kill fails,
@@ -185,8 +210,9 @@ func (c *chaosRound) try(args ...string) sandboxResult {
 }
 
 // workload is one user's traffic: a cold session with commands, a pool
-// filled and claimed (each claim starts a refill), removals.
-func (c *chaosRound) workload() {
+// filled and claimed (each claim starts a refill), removals, the pool
+// drained and filled again. Its calls are chaosSteps.
+func (c *chaosRound) workload(clientAfter time.Duration) {
 	a, b, cc, d := c.ids[0], c.ids[1], c.ids[2], c.ids[3]
 	create := func(id string) {
 		c.try("session", "create", "--policy", c.policy, "--workspace", c.ws, "--id", id)
@@ -195,7 +221,7 @@ func (c *chaosRound) workload() {
 	c.try("exec", "--session", a, "--", "sh", "-c", "echo one >> /workspace/a")
 	c.try("exec", "--session", a, "--", "cat", "/workspace/a")
 	if c.fault == "client" {
-		c.killClient(a)
+		c.killClient(a, clientAfter)
 	}
 	c.try("pool", "fill", "--policy", c.policy, "--size", "2")
 	create(b)
@@ -206,48 +232,92 @@ func (c *chaosRound) workload() {
 	create(d)
 	c.try("exec", "--session", d, "--", "echo", "d")
 	c.try("session", "rm", b, cc)
+	c.try("pool", "drain")
 	c.try("pool", "fill", "--policy", c.policy, "--size", "2")
 	c.try("session", "rm", d)
 }
 
+// setStep says which call of the workload is under way.
 func (c *chaosRound) setStep(step string) {
 	c.mu.Lock()
-	c.step = step
+	c.step, c.began = step, time.Now()
+	c.steps++
 	c.mu.Unlock()
 }
 
 // killClient starts a command in a session and kills -9 its `warden
-// exec` at a random moment while the command runs (or while the daemon
-// takes it).
-func (c *chaosRound) killClient(id string) {
+// exec` after the given time: while the command runs, or while the daemon
+// takes it.
+func (c *chaosRound) killClient(id string, after time.Duration) {
 	c.setStep("exec (its client to be killed)")
+	kills := c.daemonKills()
 	cmd := c.r.command("exec", "--session", id, "--", "sh", "-c", "echo started > /workspace/client; sleep 5")
 	if err := cmd.Start(); err != nil {
 		c.t.Errorf("warden exec: %v", err)
 		return
 	}
-	after := time.Duration(20+c.rng.IntN(400)) * time.Millisecond
 	time.Sleep(after)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	c.kills.client++
 	_, err := os.Stat(filepath.Join(c.ws, "client"))
 	c.t.Logf("killed the client of session %s after %s (its command started: %v)", id, after, err == nil)
+	// The daemon that ran the command sees its client gone and kills it.
+	// (A command whose daemon was killed runs on in the re-adopted
+	// session until it ends or the session is removed.)
+	sleeping := func() []int { // by comm: the agent's command line names sleep too
+		var pids []int
+		for _, pid := range cgroupProcesses(id) {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); string(comm) == "sleep\n" {
+				pids = append(pids, pid)
+			}
+		}
+		return pids
+	}
+	killed := time.Now()
+	for deadline := killed.Add(3 * time.Second); len(sleeping()) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			if c.daemonKills() == kills {
+				c.t.Errorf("the command of the killed client still runs 3s later: %v", sleeping())
+			}
+			return
+		}
+	}
+	c.t.Logf("no command of the killed client runs %s after", time.Since(killed).Round(time.Millisecond))
 }
 
-// killDaemons kills -9 the root's daemon at each delay; when none runs at
-// that moment, the next that starts, unless the workload ends first.
-func (c *chaosRound) killDaemons(delays []time.Duration, done chan struct{}) {
-	start := time.Now()
-	for _, delay := range delays {
-		select {
-		case <-done:
-			if c.kills.daemon > 0 {
+func (c *chaosRound) daemonKills() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.kills.daemon
+}
+
+// killDaemons kills -9 the root's daemon as its plan says; when none runs
+// at that moment, the next that starts. Once the workload has ended, the
+// round's first kill still comes (an idle daemon's), the others do not.
+func (c *chaosRound) killDaemons(plan []chaosKill, done chan struct{}) {
+	due := func(k chaosKill) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if k.step < 0 {
+			return time.Since(c.start) >= k.after
+		}
+		return c.steps > k.step && time.Since(c.began) >= k.after || c.steps > k.step+1
+	}
+	for _, k := range plan {
+		for {
+			ended := false
+			select {
+			case <-done:
+				ended = true
+			case <-time.After(time.Millisecond):
+			}
+			if ended && c.kills.daemon > 0 {
 				return
 			}
-		case <-time.After(time.Until(start.Add(delay))):
-		}
-		for {
+			if !ended && !due(k) {
+				continue
+			}
 			if pids := c.r.daemonPids(); len(pids) > 0 {
 				for _, pid := range pids {
 					syscall.Kill(pid, syscall.SIGKILL)
@@ -256,16 +326,14 @@ func (c *chaosRound) killDaemons(delays []time.Duration, done chan struct{}) {
 				step := c.step
 				c.mu.Unlock()
 				c.waitDead(pids)
+				c.mu.Lock()
 				c.kills.daemon++
-				c.t.Logf("killed the daemon %v at %s, during %s", pids, time.Since(start).Round(time.Millisecond), step)
+				c.mu.Unlock()
+				c.t.Logf("killed the daemon %v (plan: %s) at %s, during %s", pids, k, time.Since(c.start).Round(time.Millisecond), step)
 				break
 			}
-			select {
-			case <-done:
-				if c.kills.daemon > 0 {
-					return
-				}
-			case <-time.After(5 * time.Millisecond):
+			if ended {
+				return // no daemon to kill: "no daemon was killed" says so
 			}
 		}
 	}
@@ -284,7 +352,7 @@ func (c *chaosRound) waitDead(pids []int) {
 // killAgent kills -9 the agent (PID 1) of one of the root's sandboxes,
 // session's or pool's, at the given moment or as soon after as one runs
 // (the pool's outlive the workload).
-func (c *chaosRound) killAgent(at time.Duration, done chan struct{}) {
+func (c *chaosRound) killAgent(at time.Duration, pick uint, done chan struct{}) {
 	ended := false
 	select {
 	case <-done:
@@ -294,7 +362,7 @@ func (c *chaosRound) killAgent(at time.Duration, done chan struct{}) {
 	for {
 		if agents := c.agents(); len(agents) > 0 {
 			ids := slices.Sorted(maps.Keys(agents))
-			id := ids[c.rng.IntN(len(ids))]
+			id := ids[pick%uint(len(ids))]
 			if syscall.Kill(agents[id], syscall.SIGKILL) == nil {
 				c.mu.Lock()
 				c.killed[id] = true
@@ -516,6 +584,11 @@ func (c *chaosRound) checkLeftovers() {
 	}
 	for _, holder := range netnsHolders(netns) {
 		t.Errorf("network namespace left: %s", holder)
+	}
+
+	// A daemon that died by itself, not by the round's kills.
+	if log, _ := os.ReadFile(filepath.Join(root, "daemon.log")); bytes.Contains(log, []byte("panic:")) || bytes.Contains(log, []byte("fatal error:")) {
+		t.Errorf("the daemon's log shows a crash:\n%s", log)
 	}
 
 	// The audit log: whole JSON lines, and the reaps the kills caused.
