@@ -137,7 +137,7 @@ const chaosSteps = 15
 // moment after the workload's call number step began (so short calls such
 // as rm are hit as often as creates).
 type chaosKill struct {
-	step  int // -1: at is from the round's start
+	step  int // -1: after counts from the round's start
 	after time.Duration
 }
 
@@ -194,7 +194,7 @@ func (c *chaosRound) run() {
 
 // try runs one CLI call of the workload; a call cut off by a kill fails,
 // and that is the point: only a call that hangs fails the round.
-func (c *chaosRound) try(args ...string) sandboxResult {
+func (c *chaosRound) try(args ...string) {
 	var words []string // the call without its paths, for the log
 	for _, a := range args {
 		if !strings.Contains(a, "/") && a != "--policy" && a != "--workspace" {
@@ -206,7 +206,6 @@ func (c *chaosRound) try(args ...string) sandboxResult {
 	if res.Exit != 0 {
 		c.t.Logf("%s: exit %d: %s", strings.Join(args, " "), res.Exit, strings.TrimSpace(res.Stderr))
 	}
-	return res
 }
 
 // workload is one user's traffic: a cold session with commands, a pool
