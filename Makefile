@@ -13,9 +13,10 @@ COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 TAGS       := seccomp netgo osusergo urfave_cli_no_docs
 LDFLAGS    := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -extldflags "-static"
 UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/...
+CHAOS_ROUNDS ?= 50
 APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git
 
-.PHONY: build deps test integration bench lint install clean help demo ci
+.PHONY: build deps test integration chaos bench lint install clean help demo ci
 
 build: $(BIN) ## build bin/warden (static, cgo, seccomp)
 
@@ -40,6 +41,19 @@ integration: build ## end-to-end tests with real containers (root)
 	@test -x $(RUNC) || $(MAKE) --no-print-directory deps
 	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) go test -count=1 -timeout 20m -tags "$(TAGS)" -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
 
+chaos: build ## kill -9 the daemon (and clients, agents) at random moments, then check nothing is left (root; CHAOS_ROUNDS=N, WARDEN_CHAOS_SEED=N replays a run)
+	@test "$$(id -u)" = 0 || { echo "make chaos: needs root (real containers); run it with sudo" >&2; exit 1; }
+	@test -x $(RUNC) || $(MAKE) --no-print-directory deps
+	@echo "chaos: $(CHAOS_ROUNDS) rounds, log in /tmp/warden-chaos.log"
+	@WARDEN_CHAOS_ROUNDS=$(CHAOS_ROUNDS) WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) \
+		go test -count=1 -timeout 5m -tags "$(TAGS)" -run '^TestChaos$$' -v ./integration/ >/tmp/warden-chaos.log 2>&1; \
+	rc=$$?; \
+	if [ $$rc = 0 ] && grep -q '^--- PASS: TestChaos ' /tmp/warden-chaos.log; then \
+		grep -E 'chaos_test.go:[0-9]+: (seed|[0-9]+ rounds in)' /tmp/warden-chaos.log; \
+	else \
+		cat /tmp/warden-chaos.log; echo "make chaos: failed, or TestChaos did not run; WARDEN_CHAOS_SEED=<the seed logged above> replays its kills" >&2; exit 1; \
+	fi
+
 bench: build ## benchmarks, as ratios against baselines measured in the same run (root)
 	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) go test -count=1 -tags "$(TAGS)" -run '^$$' -bench . -benchtime 1x ./integration/
 
@@ -49,7 +63,7 @@ lint: ## gofmt, go vet, staticcheck
 	@test -x $(TOOLS)/staticcheck || GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	$(TOOLS)/staticcheck -tags "$(TAGS)" ./...
 
-ci: deps build lint test integration ## everything CI runs, on a fresh machine (root)
+ci: deps build lint test integration chaos ## everything CI runs, on a fresh machine (root)
 
 demo: build ## bundle the web-fetch example policy and run a command in it under runc (root)
 	@test -x $(RUNC) || $(MAKE) --no-print-directory deps
