@@ -88,7 +88,8 @@ func (c *chaosRound) checkLeftovers() {
 
 	// State: only what a stopped daemon keeps.
 	kept := map[string]bool{"audit.log": true, "daemon.log": true, "programs.json": true,
-		"containers": true, "sessions": true, "pool": true, "pool/pools.json": true, "pool/.empty": true}
+		"containers": true, "sessions": true, "pool": true, "pool/pools.json": true, "pool/.empty": true,
+		"uids": true} // uid leases: the folder stays, a lease left in it is reported
 	filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
 		rel, _ := filepath.Rel(root, p)
 		if err != nil || rel == "." {
