@@ -6,10 +6,13 @@ import (
 	"os"
 	goruntime "runtime"
 	"slices"
+	"sync"
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/spec"
 )
 
 // The main goroutine keeps the main thread: setns below runs on threads
@@ -31,15 +34,13 @@ func bindLate(mntns int, mounts []specs.Mount) error {
 		return nil
 	}
 	var trees []int
-	usernses := idmapUsernses{}
 	defer func() {
 		for _, fd := range trees {
 			unix.Close(fd)
 		}
-		usernses.close()
 	}()
 	for _, m := range mounts {
-		fd, err := cloneMount(m, usernses)
+		fd, err := cloneMount(m)
 		if err != nil {
 			return fmt.Errorf("late mount %s: %w", m.Destination, err)
 		}
@@ -87,7 +88,7 @@ func moveMounts(ns int, mounts []specs.Mount, trees []int) error {
 
 // cloneMount makes a detached copy of a bind mount's source with the
 // mount's options applied.
-func cloneMount(m specs.Mount, usernses idmapUsernses) (int, error) {
+func cloneMount(m specs.Mount) (int, error) {
 	if m.Type != "bind" {
 		return -1, fmt.Errorf("only bind mounts are bound late, not %q", m.Type)
 	}
@@ -129,11 +130,12 @@ func cloneMount(m specs.Mount, usernses idmapUsernses) (int, error) {
 		}
 	}
 	if len(m.UIDMappings) > 0 || len(m.GIDMappings) > 0 {
-		userns, err := usernses.get(m.UIDMappings, m.GIDMappings)
+		userns, err := idmapUsernses.get(m.UIDMappings, m.GIDMappings)
 		if err != nil {
 			unix.Close(fd)
 			return -1, fmt.Errorf("id mapping: %w", err)
 		}
+		defer userns.Close()
 		attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
 		attr.Userns_fd = uint64(userns.Fd())
 	}
@@ -147,32 +149,88 @@ func cloneMount(m specs.Mount, usernses idmapUsernses) (int, error) {
 	return fd, nil
 }
 
-// idmapUsernses are the user namespaces one bindLate's idmapped mounts
-// need, one per mapping (a session's folders usually share an owner, so
-// one). None outlives the call: each sandbox has a uid of its own, so a
-// mapping is rarely needed again, and the mounts keep the namespace.
-type idmapUsernses map[string]*os.File
+// idmapUsernses holds the user namespaces idmapped late mounts need, one
+// per mapping (folder owner -> a sandbox's uid). Making one takes a
+// process (a few ms), too slow for a claim: a pooled sandbox's are made
+// when it starts (prewarm), for the owners of the folders recent claims
+// bound. Each sandbox has a uid of its own, so the cache is bounded and
+// drops its oldest entries; a mount made with a namespace keeps it alive.
+var idmapUsernses = &usernsCache{m: map[string]*os.File{}}
+
+const (
+	usernsCacheSize = 64 // namespaces kept open
+	recentOwners    = 2  // folder owners a pooled sandbox is prepared for
+)
+
+type usernsCache struct {
+	mu     sync.Mutex
+	m      map[string]*os.File
+	order  []string    // keys, oldest first
+	owners [][2]uint32 // uid, gid of the folders recent late mounts bound, newest first
+}
 
 // get returns a user namespace with the given mappings: a mount idmapped
 // with it shows files the way the cold path's idmapped mount does (the
 // mapping's container ids are ids on disk, its host ids those the sandbox
 // sees as its own).
-func (u idmapUsernses) get(uids, gids []specs.LinuxIDMapping) (*os.File, error) {
-	key := fmt.Sprint(uids, gids)
-	if f, ok := u[key]; ok {
-		return f, nil
+func (c *usernsCache) get(uids, gids []specs.LinuxIDMapping) (*os.File, error) {
+	if len(uids) == 1 && len(gids) == 1 {
+		c.noteOwner(uint32(uids[0].ContainerID), uint32(gids[0].ContainerID))
 	}
-	f, err := newUserns(uids, gids)
+	return c.make(uids, gids)
+}
+
+// make returns a descriptor of its own (the caller closes it) for the
+// namespace with the mappings, made if the cache has none: an eviction
+// never closes one a caller still uses.
+func (c *usernsCache) make(uids, gids []specs.LinuxIDMapping) (*os.File, error) {
+	key := fmt.Sprint(uids, gids)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.m[key]
+	if !ok {
+		var err error
+		if f, err = newUserns(uids, gids); err != nil {
+			return nil, err
+		}
+		c.m[key] = f
+		c.order = append(c.order, key)
+		for len(c.order) > usernsCacheSize {
+			oldest := c.order[0]
+			c.order = c.order[1:]
+			c.m[oldest].Close()
+			delete(c.m, oldest)
+		}
+	}
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	u[key] = f
-	return f, nil
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
-func (u idmapUsernses) close() {
-	for _, f := range u {
-		f.Close()
+func (c *usernsCache) noteOwner(uid, gid uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := [2]uint32{uid, gid}
+	c.owners = append([][2]uint32{o}, slices.DeleteFunc(c.owners, func(x [2]uint32) bool { return x == o })...)
+	if len(c.owners) > recentOwners {
+		c.owners = c.owners[:recentOwners]
+	}
+}
+
+// prewarm makes the namespaces a claim of a sandbox running as id will
+// need if its folders belong to a recent owner.
+func (c *usernsCache) prewarm(id spec.Identity) {
+	c.mu.Lock()
+	owners := slices.Clone(c.owners)
+	c.mu.Unlock()
+	for _, o := range owners {
+		f, err := c.make([]specs.LinuxIDMapping{{ContainerID: o[0], HostID: id.UID, Size: 1}},
+			[]specs.LinuxIDMapping{{ContainerID: o[1], HostID: id.GID, Size: 1}})
+		if err == nil {
+			f.Close()
+		}
 	}
 }
 

@@ -403,6 +403,9 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 		return nil, err
 	}
 	defer lease.Close()
+	// A claim must not wait for the user namespaces its idmapped folders
+	// need: they are made now, off the claim's path.
+	idmapUsernses.prewarm(identity)
 	bundleDir := filepath.Join(dir, "bundle")
 	b, err := rt.pooledSpec(p, vars, identity, id, bundleDir)
 	if err != nil {
