@@ -155,7 +155,7 @@ func cloneMount(m specs.Mount) (int, error) {
 // when it starts (prewarm), for the owners of the folders recent claims
 // bound. Each sandbox has a uid of its own, so the cache is bounded and
 // drops its oldest entries; a mount made with a namespace keeps it alive.
-var idmapUsernses = &usernsCache{m: map[string]*os.File{}}
+var idmapUsernses = &usernsCache{m: map[string]usernsEntry{}}
 
 const (
 	usernsCacheSize = 64 // namespaces kept open
@@ -164,9 +164,29 @@ const (
 
 type usernsCache struct {
 	mu     sync.Mutex
-	m      map[string]*os.File
+	m      map[string]usernsEntry
 	order  []string    // keys, oldest first
 	owners [][2]uint32 // uid, gid of the folders recent late mounts bound, newest first
+}
+
+type usernsEntry struct {
+	f    *os.File
+	host uint32 // the sandbox's uid it maps to
+}
+
+// forget drops the namespaces that map to a sandbox's host uid: its
+// folders are bound (a sandbox is claimed once) or it is gone.
+func (c *usernsCache) forget(uid uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.order = slices.DeleteFunc(c.order, func(k string) bool {
+		if c.m[k].host != uid {
+			return false
+		}
+		c.m[k].f.Close()
+		delete(c.m, k)
+		return true
+	})
 }
 
 // get returns a user namespace with the given mappings: a mount idmapped
@@ -187,21 +207,26 @@ func (c *usernsCache) make(uids, gids []specs.LinuxIDMapping) (*os.File, error) 
 	key := fmt.Sprint(uids, gids)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	f, ok := c.m[key]
+	e, ok := c.m[key]
 	if !ok {
-		var err error
-		if f, err = newUserns(uids, gids); err != nil {
+		f, err := newUserns(uids, gids)
+		if err != nil {
 			return nil, err
 		}
-		c.m[key] = f
+		e = usernsEntry{f: f}
+		if len(uids) > 0 {
+			e.host = uids[0].HostID
+		}
+		c.m[key] = e
 		c.order = append(c.order, key)
 		for len(c.order) > usernsCacheSize {
 			oldest := c.order[0]
 			c.order = c.order[1:]
-			c.m[oldest].Close()
+			c.m[oldest].f.Close()
 			delete(c.m, oldest)
 		}
 	}
+	f := e.f
 	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, err

@@ -337,7 +337,9 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 // code could take its port.
 func (rt *Runtime) bindSession(s *Session, mntns int, late []specs.Mount) (err error) {
 	t0 := time.Now()
-	if err := bindLate(mntns, late); err != nil {
+	err = bindLate(mntns, late)
+	idmapUsernses.forget(s.Identity.UID) // bound once: not needed again
+	if err != nil {
 		return err
 	}
 	t1 := time.Now()

@@ -76,6 +76,7 @@ func (rt *Runtime) leasePath(uid uint32) string {
 
 // releaseIdentity frees uid if owner holds it.
 func (rt *Runtime) releaseIdentity(owner string, uid uint32) {
+	idmapUsernses.forget(uid)
 	if data, err := os.ReadFile(rt.leasePath(uid)); err == nil && string(data) == owner {
 		os.Remove(rt.leasePath(uid))
 	}
