@@ -413,4 +413,3 @@ func (e *criEnv) stop(t *testing.T) {
 		t.Errorf("removing %s: %v", e.dir, err)
 	}
 }
-
