@@ -7,6 +7,13 @@ BIN        := bin/warden
 TOOLS      := $(CURDIR)/bin/tools
 RUNC       := $(TOOLS)/runc
 RUNC_VERSION := v1.5.2
+# Kubernetes' CRI validation suite (make k8s): critest and crictl at one pinned
+# release, and Debian's dynamic busybox for the test images (the package
+# conflicts with busybox-static, so it is unpacked into bin/tools, not installed).
+CRI_TOOLS_VERSION := v1.37.0
+CRITEST    := $(TOOLS)/critest-$(CRI_TOOLS_VERSION)
+CRICTL     := $(TOOLS)/crictl-$(CRI_TOOLS_VERSION)
+K8S_BUSYBOX := $(TOOLS)/busybox-dynamic/bin/busybox
 PREFIX     ?= /usr/local
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -14,9 +21,9 @@ TAGS       := seccomp netgo osusergo urfave_cli_no_docs
 LDFLAGS    := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -extldflags "-static"
 UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/...
 CHAOS_ROUNDS ?= 50
-APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git
+APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux
 
-.PHONY: build deps test integration chaos bench lint install clean help demo ci
+.PHONY: build deps test integration chaos k8s bench lint install clean help demo ci
 
 build: $(BIN) ## build bin/warden (static, cgo, seccomp)
 
@@ -39,7 +46,31 @@ test: ## unit tests (no root needed)
 integration: build ## end-to-end tests with real containers (root)
 	@test "$$(id -u)" = 0 || { echo "make integration: needs root (real containers); run it with sudo" >&2; exit 1; }
 	@test -x $(RUNC) || $(MAKE) --no-print-directory deps
-	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) go test -count=1 -timeout 20m -tags "$(TAGS)" -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
+	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) go test -count=1 -timeout 20m -tags "$(TAGS)" -skip '^TestCritest$$' -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
+
+k8s: build $(CRITEST) $(CRICTL) $(K8S_BUSYBOX) ## critest $(CRI_TOOLS_VERSION) for runc, warden and warden under the baseline policy (root; UPDATE=1 rewrites docs/kubernetes.md's table)
+	@test "$$(id -u)" = 0 || { echo "make k8s: needs root (a private containerd runs real pods); run it with sudo" >&2; exit 1; }
+	@test -x $(RUNC) || $(MAKE) --no-print-directory deps
+	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_CRITEST=$(CRITEST) WARDEN_CRICTL=$(CRICTL) WARDEN_K8S_BUSYBOX=$(K8S_BUSYBOX) \
+		go test -count=1 -timeout 30m -tags "$(TAGS)" -run '^TestCritest$$' -v ./integration/ $(if $(UPDATE),-update) 2>&1 | tee /tmp/warden-k8s.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
+
+# critest is a compiled Go test ("go install" refuses it): built from a
+# writable copy of the module.
+$(CRITEST):
+	@mkdir -p $(TOOLS)
+	src=$$(go mod download -json sigs.k8s.io/cri-tools@$(CRI_TOOLS_VERSION) | sed -n 's/.*"Dir": "\(.*\)".*/\1/p') && \
+	work=$$(mktemp -d) && trap 'rm -rf "$$work"' EXIT && cp -r "$$src"/. "$$work" && chmod -R u+w "$$work" && \
+	cd "$$work" && CGO_ENABLED=0 go test -c -o $@ ./cmd/critest
+
+$(CRICTL):
+	@mkdir -p $(TOOLS)
+	work=$$(mktemp -d) && trap 'rm -rf "$$work"' EXIT && CGO_ENABLED=0 GOBIN="$$work" go install sigs.k8s.io/cri-tools/cmd/crictl@$(CRI_TOOLS_VERSION) && mv "$$work/crictl" $@
+
+$(K8S_BUSYBOX):
+	@mkdir -p $(TOOLS)
+	work=$$(mktemp -d) && trap 'rm -rf "$$work"' EXIT && chmod 755 "$$work" && { chown _apt "$$work" 2>/dev/null || true; } && cd "$$work" && apt-get download -q busybox && \
+	rm -rf $(TOOLS)/busybox-dynamic && dpkg-deb -x busybox_*.deb $(TOOLS)/busybox-dynamic
+	@ldd $@ | grep -q libc.so || { echo "$@ is not Debian's dynamic busybox" >&2; exit 1; }
 
 chaos: build ## kill -9 the daemon (and clients, agents) at random moments, then check nothing is left (root; CHAOS_ROUNDS=N, WARDEN_CHAOS_SEED=N replays a run)
 	@test "$$(id -u)" = 0 || { echo "make chaos: needs root (real containers); run it with sudo" >&2; exit 1; }
@@ -63,7 +94,7 @@ lint: ## gofmt, go vet, staticcheck
 	@test -x $(TOOLS)/staticcheck || GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	$(TOOLS)/staticcheck -tags "$(TAGS)" ./...
 
-ci: deps build lint test integration chaos ## everything CI runs, on a fresh machine (root)
+ci: deps build lint test integration chaos k8s ## everything CI runs, on a fresh machine (root)
 
 demo: build ## bundle the web-fetch example policy and run a command in it under runc (root)
 	@test -x $(RUNC) || $(MAKE) --no-print-directory deps

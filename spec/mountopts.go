@@ -97,7 +97,26 @@ func acceptedOptions(typ string) string {
 // mounts at one destination: a later mount at the same place hides the
 // earlier one, whose source could then no longer be checked after the
 // start (see the bind pins in the runtime).
+//
+// One shape is taken apart instead: a tmpfs followed by a bind at the
+// same destination, as containerd's CRI plugin writes /dev/shm for a pod
+// (its default tmpfs, then the pod's shm folder). The tmpfs, hidden at
+// once and with no source to check, is dropped.
 func (t *tightener) checkDestinations() error {
+	last := map[string]int{}
+	for i, m := range t.s.Mounts {
+		last[filepath.Clean("/"+m.Destination)] = i
+	}
+	kept := t.s.Mounts[:0:0]
+	for i, m := range t.s.Mounts {
+		j := last[filepath.Clean("/"+m.Destination)]
+		if j != i && m.Type == "tmpfs" && !isBind(m) && isBind(t.s.Mounts[j]) {
+			t.changef("mounts: %s: tmpfs dropped, hidden by the bind mounted there after it", m.Destination)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	t.s.Mounts = kept
 	seen := map[string]bool{}
 	for _, m := range t.s.Mounts {
 		dest := filepath.Clean("/" + m.Destination)

@@ -934,6 +934,23 @@ func TestTightenMountVerbs(t *testing.T) {
 	if _, err := Tighten(withUserns, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost}); err != nil {
 		t.Fatalf("idmap in a container with a user namespace: %v", err)
 	}
+	// containerd's CRI plugin mounts its default /dev/shm tmpfs and then
+	// binds the pod's shm folder there: the hidden tmpfs is dropped, the
+	// bind checked like any other. The other way round stays refused.
+	cri := engineConfig(bind(grant, "/dev/shm", "rbind"))
+	changes, err := Tighten(cri, p, TightenOptions{Bundle: testBundle, SameNamespace: notHost})
+	if err != nil {
+		t.Fatalf("a bind over the engine's /dev/shm tmpfs: %v", err)
+	}
+	var shm []specs.Mount
+	for _, m := range cri.Mounts {
+		if filepath.Clean(m.Destination) == "/dev/shm" {
+			shm = append(shm, m)
+		}
+	}
+	if len(shm) != 1 || shm[0].Source != grant || !slices.Contains(shm[0].Options, "noexec") {
+		t.Fatalf("/dev/shm after tightening: %+v, want the granted bind alone, noexec (changes %v)", shm, changes)
+	}
 }
 
 // testBundle is a bundle folder with a rootfs, where engineConfig's root is.

@@ -1,0 +1,15 @@
+/* pause: a pod sandbox's init. Reaps children, exits on TERM or INT. */
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void stop(int sig) { (void)sig; _exit(0); }
+static void reap(int sig) { (void)sig; while (waitpid(-1, 0, WNOHANG) > 0) {} }
+
+int main(void) {
+	signal(SIGTERM, stop);
+	signal(SIGINT, stop);
+	signal(SIGCHLD, reap);
+	for (;;)
+		pause();
+}
