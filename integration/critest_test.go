@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -70,10 +72,6 @@ func TestCritest(t *testing.T) {
 	if len(results["runc"]) < 100 {
 		t.Fatalf("critest reported %d specs for runc; expected about 140 (see %s.log)", len(results["runc"]), filepath.Join(e.dir, "runc"))
 	}
-	for _, d := range diffResults(results["runc"], results["warden"]) {
-		t.Errorf("warden without a policy differs from runc: %s", d)
-	}
-
 	data, err := os.ReadFile(critestDoc)
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +81,41 @@ func TestCritest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A spec whose result differs from what this run expects (warden
+	// unlike runc; under the baseline, unlike runc without a refusal on
+	// record) runs once more, for runc and that handler, before it
+	// counts: some of critest's specs race with a loaded machine.
+	suspect := map[string]bool{}
+	for name, w := range results["warden"] {
+		if w.status != results["runc"][name].status {
+			suspect[name] = true
+		}
+	}
+	for name, b := range results["warden-baseline"] {
+		if ref := results["runc"][name]; b.status != ref.status && (b.status != "failed" || reasons[name] == "") {
+			suspect[name] = true
+		}
+	}
+	if len(suspect) > 0 && !*updateDocs {
+		var focus []string
+		for name := range suspect {
+			focus = append(focus, name)
+		}
+		sort.Strings(focus)
+		t.Logf("running again, once: %s", strings.Join(focus, "; "))
+		for _, h := range critestHandlers {
+			for name, r := range e.runCritest(t, critest, h, focus...) {
+				if r.status != "skipped" || results[h][name].status == "skipped" {
+					results[h][name] = r
+				}
+			}
+			e.removePods(t)
+		}
+	}
+	for _, d := range diffResults(results["runc"], results["warden"]) {
+		t.Errorf("warden without a policy differs from runc: %s", d)
+	}
+
 	rows := map[string]string{} // spec -> failsEverywhere or failsBaseline
 	for name, r := range results["runc"] {
 		if r.status == "failed" {
@@ -131,17 +164,29 @@ type specResult struct {
 // runCritest runs the suite for one handler inside the private namespaces
 // and reads its JUnit report. TMPDIR keeps the host folders the specs bind
 // inside the private folder.
-func (e *criEnv) runCritest(t *testing.T, critest, handler string) map[string]specResult {
+// With focus, only those specs run (a second try of specs whose result
+// looked like a flake).
+func (e *criEnv) runCritest(t *testing.T, critest, handler string, focus ...string) map[string]specResult {
 	t.Helper()
-	report := filepath.Join(e.dir, handler+".xml")
+	name := handler
+	var extra []string
+	if len(focus) > 0 {
+		name += ".retry"
+		quoted := make([]string, len(focus))
+		for i, f := range focus {
+			quoted[i] = regexp.QuoteMeta(f)
+		}
+		extra = []string{"-ginkgo.focus", strings.Join(quoted, "|")}
+	}
+	report := filepath.Join(e.dir, name+".xml")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	argv := e.nsArgv(critest, "-runtime-endpoint", "unix://"+e.sock, "-image-endpoint", "unix://"+e.sock,
-		"-runtime-handler", handler, "-ginkgo.junit-report", report, "-ginkgo.no-color")
+	argv := e.nsArgv(append([]string{critest, "-runtime-endpoint", "unix://" + e.sock, "-image-endpoint", "unix://" + e.sock,
+		"-runtime-handler", handler, "-ginkgo.junit-report", report, "-ginkgo.no-color"}, extra...)...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root", "TMPDIR=" + filepath.Join(e.dir, "tmp")}
 	cmd.WaitDelay = 10 * time.Second
-	logPath := filepath.Join(e.dir, handler+".log")
+	logPath := filepath.Join(e.dir, name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -154,15 +199,20 @@ func (e *criEnv) runCritest(t *testing.T, critest, handler string) map[string]sp
 		t.Fatalf("critest for %s did not finish within 10 minutes (log %s)", handler, logPath)
 	}
 	data, err := os.ReadFile(report)
-	if err != nil {
-		log, _ := os.ReadFile(logPath)
-		t.Fatalf("critest for %s wrote no report (%v, %v); its output:\n%s", handler, runErr, err, lastLines(string(log), 30))
+	if err == nil {
+		var res map[string]specResult
+		if res, err = parseJUnit(data); err == nil {
+			return res
+		}
 	}
-	res, err := parseJUnit(data)
-	if err != nil {
-		t.Fatalf("critest report for %s: %v", handler, err)
+	log, _ := os.ReadFile(logPath)
+	if len(focus) > 0 {
+		// A second try that reports nothing leaves the first one's results.
+		t.Logf("critest's second try for %s reported nothing (%v, %v); its output:\n%s", handler, runErr, err, lastLines(string(log), 10))
+		return nil
 	}
-	return res
+	t.Fatalf("critest for %s: no report (%v, %v); its output:\n%s", handler, runErr, err, lastLines(string(log), 30))
+	return nil
 }
 
 func parseJUnit(data []byte) (map[string]specResult, error) {
