@@ -327,7 +327,7 @@ func (e *criEnv) removePods(t *testing.T) int {
 // unmounts what is left below the private folder, and fails the test for
 // anything the run left on the host.
 func (e *criEnv) stop(t *testing.T) {
-	if e.procs != nil && len(e.procs) == 2 {
+	if len(e.procs) == 2 {
 		e.removePods(t)
 	}
 	for i := len(e.procs) - 1; i >= 0; i-- {

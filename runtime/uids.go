@@ -57,7 +57,8 @@ func (rt *Runtime) leaseIdentity(owner string) (spec.Identity, *os.File, error) 
 		if err != nil {
 			return spec.Identity{}, nil, fmt.Errorf("uid lease: %w", err)
 		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err == nil {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err == nil {
 			_, err = f.WriteString(owner)
 		}
 		if err != nil {
