@@ -132,13 +132,26 @@ func TestCheckErrorSaysWhy(t *testing.T) {
 	}
 }
 
+// networkCase is one CheckNetwork question and whether it is allowed.
+type networkCase struct {
+	host string
+	port int
+	ok   bool
+}
+
+func checkNetworkCases(t *testing.T, c *Checker, cases []networkCase) {
+	t.Helper()
+	for _, tc := range cases {
+		err := c.CheckNetwork(tc.host, tc.port)
+		if tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrDenied) {
+			t.Errorf("CheckNetwork(%s, %d) = %v, want ok=%v", tc.host, tc.port, err, tc.ok)
+		}
+	}
+}
+
 func TestCheckNetwork(t *testing.T) {
 	c, _ := checkerFixture(t)
-	for _, tc := range []struct {
-		host string
-		port int
-		ok   bool
-	}{
+	checkNetworkCases(t, c, []networkCase{
 		{"api.example.com", 443, true},
 		{"api.example.com", 80, false},
 		{"evil.com", 443, false},
@@ -146,12 +159,7 @@ func TestCheckNetwork(t *testing.T) {
 		{"cdn.example.com", 443, false},
 		{"10.1.2.3", 80, true},
 		{"10.1.2.3", 443, false},
-	} {
-		err := c.CheckNetwork(tc.host, tc.port)
-		if tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrDenied) {
-			t.Errorf("CheckNetwork(%s, %d) = %v, want ok=%v", tc.host, tc.port, err, tc.ok)
-		}
-	}
+	})
 }
 
 // "*:PORT" allows any host on the port, but a special address given as a
@@ -165,11 +173,7 @@ func TestCheckNetworkAnyHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		host string
-		port int
-		ok   bool
-	}{
+	checkNetworkCases(t, c, []networkCase{
 		{"api.example.com", 443, true},
 		{"93.184.216.34", 443, true},
 		{"api.example.com", 80, false},
@@ -178,12 +182,7 @@ func TestCheckNetworkAnyHost(t *testing.T) {
 		{"10.1.2.3", 443, false},
 		{"[::1]", 443, false},
 		{"127.0.0.1", 8080, true},
-	} {
-		err := c.CheckNetwork(tc.host, tc.port)
-		if tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrDenied) {
-			t.Errorf("CheckNetwork(%s, %d) = %v, want ok=%v", tc.host, tc.port, err, tc.ok)
-		}
-	}
+	})
 }
 
 // A policy listing programs may run the command shell too, as the sandbox
