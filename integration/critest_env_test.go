@@ -330,18 +330,7 @@ func (e *criEnv) stop(t *testing.T) {
 	if len(e.procs) == 2 {
 		e.removePods(t)
 	}
-	for i := len(e.procs) - 1; i >= 0; i-- {
-		p := e.procs[i]
-		p.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			p.Process.Kill()
-			<-done
-		}
-	}
+	stopInReverse(e.procs)
 	var problems []string
 	if shims := shimsFor(e.sock); len(shims) > 0 {
 		problems = append(problems, fmt.Sprintf("shims still running: %v", shims))

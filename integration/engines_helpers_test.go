@@ -231,18 +231,7 @@ func (e *engines) stop(t testing.TB) {
 			e.ctrNS(t, ns, "container", "delete", id)
 		}
 	}
-	for i := len(e.procs) - 1; i >= 0; i-- {
-		p := e.procs[i]
-		p.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			p.Process.Kill()
-			<-done
-		}
-	}
+	stopInReverse(e.procs)
 	// Shims outlive containerd only while they hold a task; any left is
 	// a leak this test made.
 	leftover := shimsFor(e.ctrSock)
@@ -462,4 +451,21 @@ func buildImage(t testing.TB, dir string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// stopInReverse ends the daemons a test started, last started first:
+// SIGTERM, and SIGKILL after 15 s.
+func stopInReverse(procs []*exec.Cmd) {
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i]
+		p.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			p.Process.Kill()
+			<-done
+		}
+	}
 }
