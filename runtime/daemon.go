@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/spec"
 )
@@ -33,7 +34,7 @@ type Daemon struct {
 
 	lnMu   sync.Mutex
 	ln     *net.UnixListener
-	sockID fileID // the socket file ln listens on; see watchSocket
+	sockID hostfs.FileID // the socket file ln listens on; see watchSocket
 
 	mu       sync.Mutex
 	sessions map[string]*daemonSession

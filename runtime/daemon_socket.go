@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"github.com/warden-sandbox/warden/internal/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,34 +41,26 @@ func lockRoot(root string) (*os.File, error) {
 	return f, nil
 }
 
-func lstatID(path string) (fileID, unix.Stat_t, error) {
-	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
-		return fileID{}, st, err
-	}
-	return fileID{st.Dev, st.Ino}, st, nil
-}
-
 // listenSocket binds the daemon's socket at path, mode 0600. Until the
 // chmod the mode is what the umask left, which gives no other user write
 // (connect) permission unless the umask is unusual; checkPeer refuses
 // other users whatever the mode. The process's umask is not changed: other
 // goroutines create files meanwhile.
-func listenSocket(path string) (*net.UnixListener, fileID, error) {
+func listenSocket(path string) (*net.UnixListener, hostfs.FileID, error) {
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
-		return nil, fileID{}, err
+		return nil, hostfs.FileID{}, err
 	}
 	// Removing the path is the daemon's decision (closeSocket): the path
 	// may name a newer socket of the same daemon by then.
 	ln.SetUnlinkOnClose(false)
-	id, _, err := lstatID(path)
+	id, _, err := hostfs.LstatID(path)
 	if err == nil {
 		err = os.Chmod(path, 0o600)
 	}
 	if err != nil {
 		ln.Close()
-		return nil, fileID{}, err
+		return nil, hostfs.FileID{}, err
 	}
 	return ln, id, nil
 }
@@ -117,7 +110,7 @@ func (d *Daemon) watchSocket(ctx context.Context) {
 // is left alone, and said so.
 func (d *Daemon) checkSocket(ctx context.Context) error {
 	path := SocketPath(d.rt.Root)
-	id, st, err := lstatID(path)
+	id, st, err := hostfs.LstatID(path)
 	d.lnMu.Lock()
 	ours := err == nil && id == d.sockID
 	d.lnMu.Unlock()
@@ -158,7 +151,7 @@ func (d *Daemon) closeSocket() {
 	}
 	d.ln.Close()
 	path := SocketPath(d.rt.Root)
-	if id, _, err := lstatID(path); err == nil && id == d.sockID {
+	if id, _, err := hostfs.LstatID(path); err == nil && id == d.sockID {
 		os.Remove(path)
 	}
 }

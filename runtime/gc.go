@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/warden-sandbox/warden/internal/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -95,7 +95,10 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 	}
 	rt.removeRootCgroups()
 	removed = append(removed, rt.gcLeases(live)...)
-	for _, m := range mountsUnder(rt.Root) {
+	mounts := hostfs.MountsUnder(rt.Root)
+	slices.Reverse(mounts) // deepest first
+	for _, info := range mounts {
+		m := info.Mountpoint
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
 			continue
@@ -195,27 +198,6 @@ func removeCgroup(dir string) error {
 		sleepBriefly()
 	}
 	return fmt.Errorf("remove cgroup %s: still busy", dir)
-}
-
-// mountsUnder lists mountpoints below dir, deepest first.
-func mountsUnder(dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
-			out = append(out, fields[4])
-		}
-	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	return out
 }
 
 // orphans lists the containers of this root, by libcontainer state or by

@@ -25,6 +25,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
+	"github.com/moby/sys/mountinfo"
+	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/spec"
 )
@@ -231,7 +233,7 @@ func checkNewCgroup(id string, s *specs.Spec, policy string) error {
 	if inner == "/" {
 		return fmt.Errorf("%w: linux.cgroupsPath %q is the root cgroup; a container under policy %s needs a cgroup of its own", spec.ErrInvalid, s.Linux.CgroupsPath, policy)
 	}
-	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := hostfs.Mounts(0)
 	if err != nil {
 		return err
 	}
@@ -239,7 +241,7 @@ func checkNewCgroup(id string, s *specs.Spec, policy string) error {
 	if err != nil {
 		return err
 	}
-	for _, place := range cgroupDirs(string(mountinfo), string(self), inner) {
+	for _, place := range cgroupDirs(mounts, string(self), inner) {
 		if _, err := os.Stat(place.dir); err == nil {
 			return fmt.Errorf("%w: linux.cgroupsPath %q: cgroup %s exists already; a container under policy %s gets a new cgroup of its own, so name one that does not exist", spec.ErrInvalid, s.Linux.CgroupsPath, place.dir, policy)
 		}
@@ -271,7 +273,7 @@ type cgroupPlace struct {
 // from the hierarchy's root; a relative one from the caller's own cgroup
 // there (self is /proc/self/cgroup), or, for a cgroup2 hierarchy (hybrid
 // or not), from its root too.
-func cgroupDirs(mountinfo, self, inner string) []cgroupPlace {
+func cgroupDirs(mounts []*mountinfo.Info, self, inner string) []cgroupPlace {
 	own := map[string]string{} // controllers ("" for cgroup2) -> path
 	for _, line := range strings.Split(self, "\n") {
 		if f := strings.SplitN(line, ":", 3); len(f) == 3 {
@@ -284,27 +286,25 @@ func cgroupDirs(mountinfo, self, inner string) []cgroupPlace {
 			places = append(places, p)
 		}
 	}
-	for _, line := range strings.Split(mountinfo, "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 3 || g[0] != "cgroup" && g[0] != "cgroup2" {
+	for _, m := range mounts {
+		if m.FSType != "cgroup" && m.FSType != "cgroup2" {
 			continue
 		}
-		root, mnt := f[3], f[4]
-		opts := strings.Split(g[2], ",")
+		root, mnt := m.Root, m.Mountpoint
+		opts := strings.Split(m.VFSOptions, ",")
 		// The caller's own cgroup in this hierarchy, as seen from its
 		// mount (a hierarchy mounted from below its root, in a nested
 		// container, shows it from there).
 		ownDir := ""
 		for ctrls, path := range own {
-			if (ctrls == "") != (g[0] == "cgroup2") || ctrls != "" && !allIn(strings.Split(ctrls, ","), opts) {
+			if (ctrls == "") != (m.FSType == "cgroup2") || ctrls != "" && !allIn(strings.Split(ctrls, ","), opts) {
 				continue
 			}
 			if rel, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(rel, "..") {
 				ownDir = filepath.Join(mnt, rel)
 			}
 		}
-		if filepath.IsAbs(inner) || g[0] == "cgroup2" {
+		if filepath.IsAbs(inner) || m.FSType == "cgroup2" {
 			add(cgroupPlace{filepath.Join(mnt, inner), mnt, ownDir})
 		}
 		if filepath.IsAbs(inner) || ownDir == "" {
@@ -313,7 +313,7 @@ func cgroupDirs(mountinfo, self, inner string) []cgroupPlace {
 		add(cgroupPlace{filepath.Join(ownDir, inner), mnt, ownDir})
 		// libcontainer's cgroup2 manager puts a relative path beside
 		// the caller's cgroup, under its parent.
-		if g[0] == "cgroup2" && ownDir != mnt {
+		if m.FSType == "cgroup2" && ownDir != mnt {
 			add(cgroupPlace{filepath.Join(filepath.Dir(ownDir), inner), mnt, ownDir})
 		}
 	}

@@ -9,13 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // A relative cgroupsPath is under the caller's own cgroup in each
 // hierarchy (as libcontainer places it), an absolute one under the root.
 func TestCgroupDirs(t *testing.T) {
-	mountinfo := `25 24 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs ro,mode=755
+	table := `25 24 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs ro,mode=755
 26 25 0:23 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw
 30 25 0:27 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
 31 25 0:28 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct
@@ -23,6 +24,10 @@ func TestCgroupDirs(t *testing.T) {
 33 25 0:30 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd
 `
 	self := "5:pids:/outer/caller\n4:memory:/caller\n3:cpu,cpuacct:/\n1:name=systemd:/user.slice\n0::/u\n"
+	mounts, err := mountinfo.GetMountsFromReader(strings.NewReader(table), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dirs := func(places []cgroupPlace) []string {
 		var out []string
 		for _, p := range places {
@@ -30,18 +35,18 @@ func TestCgroupDirs(t *testing.T) {
 		}
 		return out
 	}
-	rel := dirs(cgroupDirs(mountinfo, self, "victimcg"))
+	rel := dirs(cgroupDirs(mounts, self, "victimcg"))
 	for _, want := range []string{"/sys/fs/cgroup/memory/caller/victimcg", "/sys/fs/cgroup/cpu,cpuacct/victimcg", "/sys/fs/cgroup/pids/caller/victimcg", "/sys/fs/cgroup/systemd/user.slice/victimcg", "/sys/fs/cgroup/unified/victimcg", "/sys/fs/cgroup/unified/u/victimcg"} {
 		if !slices.Contains(rel, want) {
 			t.Errorf("relative: %s missing from %v", want, rel)
 		}
 	}
 	// cgroup2: beside the caller's own cgroup, under its parent.
-	beside := dirs(cgroupDirs(mountinfo, "0::/system.slice/containerd.service\n", "docker.service"))
+	beside := dirs(cgroupDirs(mounts, "0::/system.slice/containerd.service\n", "docker.service"))
 	if !slices.Contains(beside, "/sys/fs/cgroup/unified/system.slice/docker.service") {
 		t.Errorf("relative on cgroup2: the folder beside the caller's is missing from %v", beside)
 	}
-	abs := dirs(cgroupDirs(mountinfo, self, "/a/b"))
+	abs := dirs(cgroupDirs(mounts, self, "/a/b"))
 	if !slices.Contains(abs, "/sys/fs/cgroup/memory/a/b") || !slices.Contains(abs, "/sys/fs/cgroup/pids/a/b") || len(abs) != 5 {
 		t.Errorf("absolute: %v", abs)
 	}

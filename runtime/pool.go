@@ -20,6 +20,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/spec"
 )
@@ -161,8 +162,8 @@ func (p *pooled) dir(rt *Runtime) string { return filepath.Join(rt.poolDir(), p.
 
 // isLate reports whether a sandbox path belongs to the session's folders.
 func isLate(dest string) bool {
-	_, work := under(dest, spec.WorkspacePath)
-	_, data := under(dest, spec.DataPath)
+	_, work := hostfs.Under(dest, spec.WorkspacePath)
+	_, data := hostfs.Under(dest, spec.DataPath)
 	return work || data
 }
 
@@ -177,14 +178,6 @@ func splitLate(mounts []specs.Mount) (early, late []specs.Mount) {
 		}
 	}
 	return early, late
-}
-
-func under(p, dir string) (string, bool) {
-	if p == dir {
-		return ".", true
-	}
-	rel, ok := strings.CutPrefix(p, dir+"/")
-	return rel, ok
 }
 
 var maskNumber = regexp.MustCompile(`/masks/[0-9]+`)
@@ -259,7 +252,7 @@ func resolveMissing(p string) (string, error) {
 // spent on folders that hold no state root.
 func systemSource(src string) bool {
 	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev"} {
-		if _, ok := under(src, d); ok {
+		if _, ok := hostfs.Under(src, d); ok {
 			return true
 		}
 	}
@@ -282,15 +275,15 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, pooled bool)
 	binary, _ := resolveMissing(rt.Binary)
 	audit, _ := resolveMissing(AuditPath(rt.Root))
 	masks := filepath.Join(bundleDir, "masks")
-	rootID, _ := spec.StatID(root)
+	rootID, _ := hostfs.StatID(root)
 	// The identities of the state root's, the binary's and the audit
 	// log's folders and their parents, once: a writable grant may be none
 	// of them.
-	rootChain := spec.FileIDs(root)
-	ownChains := map[string][]spec.FileID{}
+	rootChain := hostfs.FileIDs(root)
+	ownChains := map[string][]hostfs.FileID{}
 	for _, own := range []string{binary, audit} {
 		if own != "" {
-			ownChains[own] = spec.FileIDs(filepath.Dir(own))
+			ownChains[own] = hostfs.FileIDs(filepath.Dir(own))
 		}
 	}
 	for _, m := range b.Spec.Mounts {
@@ -300,26 +293,26 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, pooled bool)
 		if pooled && m.Source == placeholder && isLate(m.Destination) {
 			continue // the placeholder stands for a pooled sandbox's folders, never mounted
 		}
-		if _, own := under(m.Source, masks); own {
+		if _, own := hostfs.Under(m.Source, masks); own {
 			continue
 		}
 		// By path, and by identity: a bind mount shows the same folder
 		// at another path.
 		writable := len(m.UIDMappings) > 0
-		var chain []spec.FileID
+		var chain []hostfs.FileID
 		if !systemSource(m.Source) { // a system folder is no alias of a state root
-			chain = spec.FileIDs(m.Source)
+			chain = hostfs.FileIDs(m.Source)
 		}
-		_, inside := under(m.Source, root)
-		_, holds := under(root, m.Source)
-		inside = inside || slices.Contains(chain, rootID) && rootID != (spec.FileID{})
+		_, inside := hostfs.Under(m.Source, root)
+		_, holds := hostfs.Under(root, m.Source)
+		inside = inside || slices.Contains(chain, rootID) && rootID != (hostfs.FileID{})
 		holds = holds || len(chain) > 0 && slices.Contains(rootChain, chain[0])
 		if inside || (holds && writable) {
 			return fmt.Errorf("%w: %s (%s on the host) %s warden's state root %s, which a sandbox must never reach; grant a folder outside it, or give warden another --root",
 				spec.ErrInvalid, m.Destination, m.Source, map[bool]string{true: "is inside", false: "holds"}[inside], root)
 		}
 		for own, ownChain := range ownChains {
-			_, holds := under(own, m.Source)
+			_, holds := hostfs.Under(own, m.Source)
 			holds = holds || len(chain) > 0 && slices.Contains(ownChain, chain[0])
 			if holds && writable {
 				return fmt.Errorf("%w: the writable grant %s (%s on the host) holds warden's own %s; grant a folder that does not hold it", spec.ErrInvalid, m.Destination, m.Source, own)
@@ -541,7 +534,7 @@ func maskedFiles(sp *specs.Spec, bundleDir string) map[string]string {
 		// The host file is where the deepest bind above the mask shows it.
 		host, depth := "", -1
 		for _, b := range sp.Mounts {
-			rel, ok := under(m.Destination, b.Destination)
+			rel, ok := hostfs.Under(m.Destination, b.Destination)
 			if b.Type != "bind" || strings.HasPrefix(b.Source, masks) || !ok || rel == "." || len(b.Destination) <= depth {
 				continue
 			}
@@ -605,7 +598,7 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 	// spec names where it will be.
 	lateSpec := specs.Spec{Mounts: make([]specs.Mount, len(cs.late))}
 	for i, m := range cs.late {
-		if rel, ok := under(m.Source, cs.bundleDir); ok {
+		if rel, ok := hostfs.Under(m.Source, cs.bundleDir); ok {
 			m.Source = filepath.Join(dir, "late", rel)
 		}
 		m.UIDMappings, m.GIDMappings = slices.Clone(m.UIDMappings), slices.Clone(m.GIDMappings)

@@ -1,15 +1,13 @@
 package runtime
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/spec"
+	"github.com/moby/sys/mountinfo"
+	"github.com/warden-sandbox/warden/internal/hostfs"
 )
 
 // A get-or-create request names a session's folders by path, as its
@@ -19,18 +17,6 @@ import (
 // folder has many spellings (a symlink, /tmp/x/../x). So folders are
 // compared by identity (device and inode): the caller's path is resolved
 // now, and the session's folder is the one its sandbox has mounted.
-
-// fileID identifies a file: a folder moved keeps it, one made in place of
-// a removed one does not.
-type fileID struct{ dev, ino uint64 }
-
-func statFileID(path string) (fileID, bool) {
-	var st unix.Stat_t
-	if path == "" || unix.Stat(path, &st) != nil {
-		return fileID{}, false
-	}
-	return fileID{st.Dev, st.Ino}, true
-}
 
 // sessionFolder is one of a session's folders: its path when the session
 // was created, and inside where the sandbox shows it.
@@ -54,9 +40,9 @@ func (s *Session) folderMismatch(f sessionFolder, want string) (have, asks strin
 		// The sandbox binds the folder only in parts or not at all (or
 		// has stopped, and nothing will run): the folder its path names
 		// now is the best there is.
-		haveID, ok = statFileID(f.path)
+		haveID, ok = hostfs.StatID(f.path)
 	}
-	wantID, wantOK := statFileID(want)
+	wantID, wantOK := hostfs.StatID(want)
 	switch {
 	case ok && wantOK && haveID == wantID:
 		return "", ""
@@ -79,8 +65,8 @@ func (s *Session) folderMismatch(f sessionFolder, want string) (have, asks strin
 // describeMounted names the folder a session has mounted: by its path at
 // creation while that path still leads to it, else by where the host
 // shows it now.
-func (s *Session) describeMounted(f sessionFolder, id fileID) string {
-	if now, ok := statFileID(f.path); ok && now == id {
+func (s *Session) describeMounted(f sessionFolder, id hostfs.FileID) string {
+	if now, ok := hostfs.StatID(f.path); ok && now == id {
 		return folderText(f.name, f.path)
 	}
 	if p := s.hostPathOf(f.inside, id); p != "" {
@@ -115,10 +101,10 @@ func (s *Session) agentRoot() (root, pid int, ok bool) {
 // mountedFolder is the identity of the folder a bind mount shows at
 // inside in the session's sandbox; false when the sandbox has none there
 // (the policy grants only parts of the folder, or none) or has stopped.
-func (s *Session) mountedFolder(inside string) (fileID, bool) {
+func (s *Session) mountedFolder(inside string) (hostfs.FileID, bool) {
 	root, _, ok := s.agentRoot()
 	if !ok {
-		return fileID{}, false
+		return hostfs.FileID{}, false
 	}
 	defer unix.Close(root)
 	// Resolved inside the sandbox's root, following no symlink at all: a
@@ -128,79 +114,55 @@ func (s *Session) mountedFolder(inside string) (fileID, bool) {
 		Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS,
 	})
 	if err != nil {
-		return fileID{}, false
+		return hostfs.FileID{}, false
 	}
 	defer unix.Close(fd)
 	var sx unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO, &sx); err != nil {
-		return fileID{}, false
+		return hostfs.FileID{}, false
 	}
 	// Only a mount's root is a folder of the host's bound there; anything
 	// else at inside is part of the sandbox's own skeleton.
 	if sx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 || sx.Attributes&unix.STATX_ATTR_MOUNT_ROOT == 0 {
-		return fileID{}, false
+		return hostfs.FileID{}, false
 	}
-	return fileID{unix.Mkdev(sx.Dev_major, sx.Dev_minor), sx.Ino}, true
+	return hostfs.FileID{Dev: unix.Mkdev(sx.Dev_major, sx.Dev_minor), Ino: sx.Ino}, true
 }
 
 // hostPathOf finds where the host shows the folder mounted at inside in
 // the session's sandbox: the sandbox's mount table names the folder's path
 // within its file system, and a mount of that file system on the host
 // shows it under its mount point. "" when no host mount shows id.
-func (s *Session) hostPathOf(inside string, id fileID) string {
+func (s *Session) hostPathOf(inside string, id hostfs.FileID) string {
 	root, pid, ok := s.agentRoot()
 	if !ok {
 		return ""
 	}
 	unix.Close(root)
-	var dev, fsPath string
-	for _, m := range readMountinfo(fmt.Sprintf("/proc/%d/mountinfo", pid)) {
-		if m.point == inside { // the last one is on top
-			dev, fsPath = m.dev, m.root
+	inner, _ := hostfs.Mounts(pid)
+	var top *mountinfo.Info
+	for _, m := range inner {
+		if m.Mountpoint == inside { // the last one is on top
+			top = m
 		}
 	}
-	if dev == "" {
+	if top == nil {
 		return ""
 	}
-	for _, m := range readMountinfo("/proc/self/mountinfo") {
-		rel, ok := under(fsPath, m.root)
-		if m.root == "/" {
-			rel, ok = strings.TrimPrefix(fsPath, "/"), true
-		}
-		if m.dev != dev || !ok {
+	host, _ := hostfs.Mounts(0)
+	for _, m := range host {
+		rel, ok := hostfs.Under(top.Root, m.Root)
+		if m.Major != top.Major || m.Minor != top.Minor || !ok {
 			continue
 		}
-		if p := filepath.Join(m.point, rel); statIs(p, id) {
+		if p := filepath.Join(m.Mountpoint, rel); statIs(p, id) {
 			return p
 		}
 	}
 	return ""
 }
 
-func statIs(p string, id fileID) bool {
-	got, ok := statFileID(p)
+func statIs(p string, id hostfs.FileID) bool {
+	got, ok := hostfs.StatID(p)
 	return ok && got == id
-}
-
-// mountEntry is a line of a mountinfo file: the mount's device, the
-// folder of its file system it shows, and where.
-type mountEntry struct{ dev, root, point string }
-
-func readMountinfo(path string) []mountEntry {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []mountEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		out = append(out, mountEntry{fields[2], spec.UnescapeMountinfo(fields[3]), spec.UnescapeMountinfo(fields[4])})
-	}
-	return out
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/egress"
 	"github.com/warden-sandbox/warden/spec"
@@ -377,7 +378,7 @@ func agentArgs(s *specs.Spec) []string {
 		// A Landlock rule covers everything beneath its folder, mounts
 		// included: one inside a writable mount (a deny's pinned parent)
 		// adds nothing, and would make a pooled sandbox's key differ.
-		if !slices.ContainsFunc(writable, func(w string) bool { _, in := under(m.Destination, w); return in }) {
+		if !slices.ContainsFunc(writable, func(w string) bool { _, in := hostfs.Under(m.Destination, w); return in }) {
 			writable = append(writable, m.Destination)
 		}
 	}
@@ -454,7 +455,7 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 	}
 	defer lf.Close()
 	pins, err := pinBinds(sp.Mounts, func(source string) bool {
-		_, own := under(source, bundleDir)
+		_, own := hostfs.Under(source, bundleDir)
 		return own || source == rt.Binary
 	})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/seccomp"
 )
@@ -255,7 +256,7 @@ func SandboxCwd(p *policies.Policy, vars policies.Vars, cwd string) string {
 		if host == "" || !grantsUnder(p, "$"+f.name) {
 			continue
 		}
-		if rel, ok := under(cwd, filepath.Clean(host)); ok && len(host) > bestLen {
+		if rel, ok := hostfs.Under(cwd, filepath.Clean(host)); ok && len(host) > bestLen {
 			best, bestLen = filepath.Join(f.inside, rel), len(host)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 )
 
@@ -139,7 +140,7 @@ write = ["`+vars.Home+`/.aws"]
 	}
 	var order []string
 	for _, m := range b.Spec.Mounts {
-		if rel, ok := under(m.Destination, vars.Home); ok {
+		if rel, ok := hostfs.Under(m.Destination, vars.Home); ok {
 			order = append(order, rel)
 		}
 	}

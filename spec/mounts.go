@@ -13,6 +13,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 )
 
@@ -174,7 +175,7 @@ func (g *generator) skillPrograms() error {
 		if err != nil {
 			return err
 		}
-		if _, inside := under(real, realRoot); !inside {
+		if _, inside := hostfs.Under(real, realRoot); !inside {
 			return fmt.Errorf("%w: exec.allow %q: %s leads through a symlink to %s, outside $SKILL_DIR (%s); allow the target by its absolute path, or remove the link", ErrInvalid, entry, host, real, realRoot)
 		}
 		if fi, err := os.Stat(real); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
@@ -192,7 +193,7 @@ func (g *generator) skillPrograms() error {
 // be made, so every start would fail (and a pool retry for ever).
 func ownFilesystem(name, at string) error {
 	for _, dir := range []string{"/tmp", "/dev"} {
-		if _, ok := under(at, dir); !ok {
+		if _, ok := hostfs.Under(at, dir); !ok {
 			continue
 		}
 		where := ""
@@ -212,7 +213,7 @@ func (g *generator) execNotWritable() error {
 			continue
 		}
 		for _, w := range g.b.Spec.Mounts {
-			if _, ok := under(m.Source, w.Source); ok && w.Type == "bind" && slices.Contains(w.Options, "rw") {
+			if _, ok := hostfs.Under(m.Source, w.Source); ok && w.Type == "bind" && slices.Contains(w.Options, "rw") {
 				return fmt.Errorf("%w: exec.allow %q is %s, inside the writable grant %s: the sandbox could replace the program it may run; allow a program outside every fs.write grant", ErrInvalid, m.Destination, m.Source, w.Source)
 			}
 		}
@@ -368,7 +369,7 @@ func (g *generator) grants() error {
 // and only at /workspace or /data: a rule naming the same folder by its
 // path, or any other folder in /run, is checked as always.
 func (g *generator) isPlaceholder(r placed) bool {
-	if g.o.Placeholder == "" || r.source == "" || !underAny(r.inside, WorkspacePath, DataPath) {
+	if g.o.Placeholder == "" || r.source == "" || !hostfs.UnderAny(r.inside, WorkspacePath, DataPath) {
 		return false
 	}
 	real, err := filepath.EvalSymlinks(g.o.Placeholder)
@@ -423,49 +424,17 @@ func checkSourcePath(r placed) error {
 	switch {
 	case r.host == "/":
 		return fmt.Errorf("%w: fs rule %q is the host's root; grant a narrower path", ErrInvalid, r.rule.Path)
-	case underAny(r.host, "/proc", "/sys", "/dev"):
+	case hostfs.UnderAny(r.host, "/proc", "/sys", "/dev"):
 		return fmt.Errorf("%w: fs rule %q is %s, a host kernel interface (the sandbox has its own /proc and /dev); grant another path", ErrInvalid, r.rule.Path, r.host)
-	case r.rule.Access == policies.AccessWrite && underAny(r.host, writeRefused...):
+	case r.rule.Access == policies.AccessWrite && hostfs.UnderAny(r.host, writeRefused...):
 		return fmt.Errorf("%w: fs.write %q is %s on the host; system directories are never writable; grant a path outside %s", ErrInvalid, r.rule.Path, r.host, strings.Join(writeRefused, " "))
-	case r.rule.Access == policies.AccessWrite && slices.ContainsFunc(holdRefused, func(d string) bool { _, ok := under(d, r.host); return ok }):
+	case r.rule.Access == policies.AccessWrite && slices.ContainsFunc(holdRefused, func(d string) bool { _, ok := hostfs.Under(d, r.host); return ok }):
 		return fmt.Errorf("%w: fs.write %q is %s on the host, which holds system state (%s); grant a narrower folder inside it", ErrInvalid, r.rule.Path, r.host, strings.Join(holdRefused, " "))
 	}
 	return nil
 }
 
-// FileID is a file's identity, the same at every path a bind mount gives
-// it.
-type FileID struct{ dev, ino uint64 }
-
-func (h Host) id(p string) (FileID, bool) { return StatID(h.path(p)) }
-
-// StatID is the identity of the file at p, symlinks followed.
-func StatID(p string) (FileID, bool) {
-	var st unix.Stat_t
-	if unix.Stat(p, &st) != nil {
-		return FileID{}, false
-	}
-	return FileID{st.Dev, st.Ino}, true
-}
-
-// FileIDs are the identities of the file p and each of its parents, p
-// first; none when p itself cannot be found.
-func FileIDs(p string) []FileID {
-	var out []FileID
-	for {
-		id, ok := StatID(p)
-		if !ok && len(out) == 0 {
-			return nil
-		}
-		if ok {
-			out = append(out, id)
-		}
-		if p == "/" || p == "." {
-			return out
-		}
-		p = filepath.Dir(p)
-	}
-}
+func (h Host) id(p string) (hostfs.FileID, bool) { return hostfs.StatID(h.path(p)) }
 
 // checkSourceAlias repeats checkSourcePath's checks on identities: a host
 // folder bound at an unlisted path (mount --bind /etc /srv/x) is the same
@@ -474,11 +443,11 @@ func checkSourceAlias(h Host, r placed) error {
 	if r.source == "" || r.rule.Access == policies.AccessNone {
 		return nil
 	}
-	chain := FileIDs(r.source)
+	chain := hostfs.FileIDs(r.source)
 	if len(chain) == 0 {
 		return nil
 	}
-	isAny := func(ids []FileID, dirs ...string) string {
+	isAny := func(ids []hostfs.FileID, dirs ...string) string {
 		for _, d := range dirs {
 			if id, ok := h.id(d); ok && slices.Contains(ids, id) {
 				return d
@@ -502,7 +471,7 @@ func checkSourceAlias(h Host, r placed) error {
 		return refuse(d + ", never writable,")
 	}
 	for _, d := range holdRefused {
-		for _, id := range FileIDs(h.path(d)) {
+		for _, id := range hostfs.FileIDs(h.path(d)) {
 			if id == chain[0] {
 				return refuse("a folder holding " + d + ", never writable whole,")
 			}
@@ -528,17 +497,17 @@ func checkBeneath(h Host, r placed) error {
 	if r.rule.Access == policies.AccessWrite {
 		refused = append(refused, writeRefused...)
 	}
-	for _, m := range MountsUnder(r.source) {
+	for _, m := range hostfs.MountsUnder(r.source) {
 		if hostKernelFS[m.FSType] {
-			return fmt.Errorf("%w: fs rule %q (%s on the host) holds a %s mount at %s, a host kernel interface; grant a folder without it, or unmount it", ErrInvalid, r.rule.Path, r.host, m.FSType, m.Point)
+			return fmt.Errorf("%w: fs rule %q (%s on the host) holds a %s mount at %s, a host kernel interface; grant a folder without it, or unmount it", ErrInvalid, r.rule.Path, r.host, m.FSType, m.Mountpoint)
 		}
-		id, ok := StatID(m.Point)
+		id, ok := hostfs.StatID(m.Mountpoint)
 		if !ok {
 			continue
 		}
 		for _, d := range refused {
 			if did, ok := h.id(d); ok && did == id {
-				return fmt.Errorf("%w: fs rule %q (%s on the host) holds a mount of %s at %s; grant a folder without it, or unmount it", ErrInvalid, r.rule.Path, r.host, d, m.Point)
+				return fmt.Errorf("%w: fs rule %q (%s on the host) holds a mount of %s at %s; grant a folder without it, or unmount it", ErrInvalid, r.rule.Path, r.host, d, m.Mountpoint)
 			}
 		}
 	}
@@ -553,51 +522,6 @@ var hostKernelFS = map[string]bool{"proc": true, "sysfs": true, "devtmpfs": true
 var kernelMagic = map[int64]bool{unix.PROC_SUPER_MAGIC: true, unix.SYSFS_MAGIC: true, unix.CGROUP_SUPER_MAGIC: true,
 	unix.CGROUP2_SUPER_MAGIC: true, unix.SECURITYFS_MAGIC: true, unix.DEBUGFS_MAGIC: true, unix.TRACEFS_MAGIC: true,
 	unix.BPF_FS_MAGIC: true, unix.EFIVARFS_MAGIC: true, unix.PSTOREFS_MAGIC: true}
-
-// A Mount is a mountpoint and its file system type.
-type Mount struct{ Point, FSType string }
-
-// MountsUnder lists the mounts strictly beneath dir, from
-// /proc/self/mountinfo.
-func MountsUnder(dir string) []Mount {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []Mount
-	for _, line := range strings.Split(string(data), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 1 {
-			continue
-		}
-		point := UnescapeMountinfo(f[4])
-		if rel, ok := under(point, dir); ok && rel != "." {
-			out = append(out, Mount{point, g[0]})
-		}
-	}
-	return out
-}
-
-// UnescapeMountinfo undoes mountinfo's octal escapes (\040 for a space)
-// in a path field.
-func UnescapeMountinfo(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
 
 func (g *generator) grant(r placed, write bool) error {
 	if isSystem(r.inside) && !write {
@@ -677,7 +601,7 @@ func (g *generator) pinParents(inside string) {
 		return
 	}
 	grant := g.b.Spec.Mounts[top]
-	rel, _ := under(filepath.Dir(inside), grant.Destination)
+	rel, _ := hostfs.Under(filepath.Dir(inside), grant.Destination)
 	if rel == "." {
 		return
 	}
@@ -697,7 +621,7 @@ func (g *generator) pinParents(inside string) {
 		// mask), which must stay on top.
 		at := len(g.b.Spec.Mounts)
 		for j := top + 1; j < len(g.b.Spec.Mounts); j++ {
-			if _, beneath := under(g.b.Spec.Mounts[j].Destination, mid); beneath {
+			if _, beneath := hostfs.Under(g.b.Spec.Mounts[j].Destination, mid); beneath {
 				at = j
 				break
 			}
@@ -735,8 +659,8 @@ func (g *generator) noexecAliases(rules []placed) {
 			if r.rule.Access != policies.AccessWrite || r.source == "" {
 				continue
 			}
-			_, below := under(r.source, m.Source)
-			_, above := under(m.Source, r.source)
+			_, below := hostfs.Under(r.source, m.Source)
+			_, above := hostfs.Under(m.Source, r.source)
 			if below || above {
 				g.b.Spec.Mounts[i].Options = roBindNoexec
 				break
@@ -755,7 +679,7 @@ func (g *generator) maskAliases(rules []placed) {
 			if m.Type != "bind" || strings.HasPrefix(m.Source, filepath.Join(g.o.BundleDir, "masks")+"/") {
 				continue
 			}
-			rel, ok := under(r.source, m.Source)
+			rel, ok := hostfs.Under(r.source, m.Source)
 			if !ok {
 				continue
 			}
@@ -775,7 +699,7 @@ func (g *generator) maskAliases(rules []placed) {
 // host unhidden. An absent file nothing can create is only reported.
 func (g *generator) checkAbsent(r placed, rules []placed) error {
 	if g.o.Placeholder != "" && r.variable {
-		if _, ok := under(r.missing, g.o.Placeholder); ok {
+		if _, ok := hostfs.Under(r.missing, g.o.Placeholder); ok {
 			return nil // a claim checks the session's real folders
 		}
 	}
@@ -823,7 +747,7 @@ func (g *generator) writableAt(p string) string {
 		if m.Type != "bind" || !slices.Contains(m.Options, "rw") {
 			continue
 		}
-		rel, ok := under(p, m.Source)
+		rel, ok := hostfs.Under(p, m.Source)
 		if !ok {
 			continue
 		}
@@ -832,7 +756,7 @@ func (g *generator) writableAt(p string) string {
 		at := filepath.Join(m.Destination, rel)
 		var top *specs.Mount
 		for i := range mounts {
-			if _, ok := under(at, mounts[i].Destination); ok && (top == nil || len(mounts[i].Destination) >= len(top.Destination)) {
+			if _, ok := hostfs.Under(at, mounts[i].Destination); ok && (top == nil || len(mounts[i].Destination) >= len(top.Destination)) {
 				top = &mounts[i]
 			}
 		}
@@ -851,12 +775,12 @@ func (g *generator) mountpoint(inside string, dir bool) {
 		kind = Dir
 	}
 	for m, name := range g.masks {
-		if rel, ok := under(inside, m); ok {
+		if rel, ok := hostfs.Under(inside, m); ok {
 			g.b.Masks = append(g.b.Masks, Entry{Path: filepath.Join(name, rel), Kind: kind})
 			return
 		}
 	}
-	if g.underBind(inside) || underAny(inside, "/tmp", "/dev") {
+	if g.underBind(inside) || hostfs.UnderAny(inside, "/tmp", "/dev") {
 		return
 	}
 	g.addRootfs(Entry{Path: inside, Kind: kind})
@@ -907,7 +831,7 @@ func (g *generator) place(rule policies.Rule) (placed, error) {
 		if err != nil {
 			return r, err
 		}
-		if _, inside := under(real, realRoot); !inside && rule.Access != policies.AccessNone {
+		if _, inside := hostfs.Under(real, realRoot); !inside && rule.Access != policies.AccessNone {
 			return r, fmt.Errorf("%w: fs rule %q: %s leads through a symlink to %s, which leaves %s (%s); grant the target itself, or remove the link", ErrInvalid, rule.Path, host, real, root.name, realRoot)
 		}
 		return r, g.found(&r, host, real, real)
@@ -940,13 +864,13 @@ func (g *generator) found(r *placed, host, source, hostPath string) error {
 // checkDestination refuses grants that would replace the sandbox's own
 // plumbing.
 func checkDestination(rulePath, inside string) error {
-	if inside == "/" || underAny(inside, "/proc", "/dev", "/sys") {
+	if inside == "/" || hostfs.UnderAny(inside, "/proc", "/dev", "/sys") {
 		return fmt.Errorf("%w: fs rule %q would cover %s, which warden manages; grant a narrower path", ErrInvalid, rulePath, inside)
 	}
 	return nil
 }
 
-func isSystem(inside string) bool { return underAny(inside, systemTop...) }
+func isSystem(inside string) bool { return hostfs.UnderAny(inside, systemTop...) }
 
 func (g *generator) underBind(p string) bool {
 	for d := p; ; d = filepath.Dir(d) {
@@ -957,24 +881,6 @@ func (g *generator) underBind(p string) bool {
 			return false
 		}
 	}
-}
-
-// under reports whether p is dir or inside it, and the path relative to dir.
-func under(p, dir string) (string, bool) {
-	if p == dir {
-		return ".", true
-	}
-	rel, ok := strings.CutPrefix(p, strings.TrimSuffix(dir, "/")+"/")
-	return rel, ok
-}
-
-func underAny(p string, dirs ...string) bool {
-	for _, d := range dirs {
-		if _, ok := under(p, d); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // agent mounts the warden binary that runs as a session's PID 1. It is the

@@ -12,6 +12,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/seccomp"
 )
@@ -472,7 +473,7 @@ func (t *tightener) rootfs() error {
 func (t *tightener) ownRoot(real string) bool {
 	if t.o.Bundle != "" {
 		if bundle, err := filepath.EvalSymlinks(t.o.Bundle); err == nil {
-			if _, ok := under(real, bundle); ok {
+			if _, ok := hostfs.Under(real, bundle); ok {
 				return true
 			}
 		}
@@ -576,7 +577,7 @@ func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.
 	m.Source = src
 	access := exp.AccessAt(src)
 	denied := access == policies.AccessNone && slices.ContainsFunc(exp.FS.Deny, func(d string) bool {
-		_, ok := under(src, d)
+		_, ok := hostfs.Under(src, d)
 		return ok
 	})
 	if denied {
@@ -595,7 +596,7 @@ func (t *tightener) bind(m *specs.Mount, exp *policies.Policy, rules []policies.
 	// Read-only and denied rules strictly below the source are applied
 	// inside the container at the matching place.
 	for _, r := range rules {
-		rel, ok := under(r.Path, src)
+		rel, ok := hostfs.Under(r.Path, src)
 		if !ok || rel == "." {
 			continue
 		}

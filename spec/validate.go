@@ -8,6 +8,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 )
 
@@ -109,7 +110,7 @@ func checkIdentity(s *specs.Spec, _ *policies.Policy) error {
 func checkMounts(s *specs.Spec, p *policies.Policy) error {
 	for i, m := range s.Mounts {
 		field := fmt.Sprintf("mounts[%d] (%s)", i, m.Destination)
-		if m.Type == "sysfs" || underAny(m.Destination, "/sys") {
+		if m.Type == "sysfs" || hostfs.UnderAny(m.Destination, "/sys") {
 			return fmt.Errorf("%s: the sandbox has no /sys", field)
 		}
 		if m.Source == "/" && (m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind")) {
