@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/policies"
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 // The benchmarks print tables of medians and ratios against baselines
@@ -101,7 +101,7 @@ func BenchmarkExec(b *testing.B) {
 	add("warden exec --session S -- /bin/true (CLI)", "", warden("exec", "--session", "bench", "--", "/bin/true"))
 
 	// The Go API: a session created and driven in this process.
-	rt, err := runtime.New(filepath.Join(dir, "api-root"), wardenBinary)
+	rt, err := sandbox.New(filepath.Join(dir, "api-root"), wardenBinary)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,13 +109,13 @@ func BenchmarkExec(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := rt.Create(runtime.SessionConfig{ID: "api", Policy: p, Vars: policies.Vars{WorkDir: ws}})
+	s, err := rt.Create(sandbox.SessionConfig{ID: "api", Policy: p, Vars: policies.Vars{WorkDir: ws}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
 	apiExec := func() error {
-		res, err := s.Exec(context.Background(), runtime.ExecOptions{Argv: []string{"/bin/true"}})
+		res, err := s.Exec(context.Background(), sandbox.ExecOptions{Argv: []string{"/bin/true"}})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Error)
 		}

@@ -7,24 +7,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 // TestFavorCgroupMoves: the daemon's start-up switch to cheap cgroup moves
 // works on this kernel and leaves nothing behind: no mount, and no
 // hierarchy in any process's /proc/PID/cgroup. Like every daemon start in
 // these tests, it leaves the kernel's favordynmods mode on until reboot
-// (which is its purpose; see runtime.FavorCgroupMoves).
+// (which is its purpose; see sandbox.FavorCgroupMoves).
 func TestFavorCgroupMoves(t *testing.T) {
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
-	if err := runtime.FavorCgroupMoves(); errors.Is(err, runtime.ErrFavorNoEffect) {
+	if err := sandbox.FavorCgroupMoves(); errors.Is(err, sandbox.ErrFavorNoEffect) {
 		t.Log("kernel before 6.18: FavorCgroupMoves rightly does nothing")
 		return
 	} else if err != nil {
 		t.Fatal(err)
 	}
 	// Twice: a daemon restart does it again.
-	if err := runtime.FavorCgroupMoves(); err != nil {
+	if err := sandbox.FavorCgroupMoves(); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := os.ReadFile("/proc/self/mountinfo")

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/policies"
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 // TestGoAPI drives a session the way a framework linking warden does
-// (runtime.New, Create, Exec, Close), as in the package's example: stdio
+// (sandbox.New, Create, Exec, Close), as in the package's example: stdio
 // are the caller's files, the exit status and warden's reasons come back,
 // a timeout or a cancelled context kills the command, and Close leaves the
 // workspace and nothing else.
@@ -34,12 +34,12 @@ timeout = "20s"
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(filepath.Join(dir, "root"), wardenBinary)
+	rt, err := sandbox.New(filepath.Join(dir, "root"), wardenBinary)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := "api-" + randomHex(4)
-	s, err := rt.Create(runtime.SessionConfig{ID: id, Policy: p, Vars: policies.Vars{WorkDir: ws}})
+	s, err := rt.Create(sandbox.SessionConfig{ID: id, Policy: p, Vars: policies.Vars{WorkDir: ws}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ timeout = "20s"
 			s.Close()
 		}
 	}()
-	if _, err := rt.Create(runtime.SessionConfig{ID: id, Policy: p, Vars: policies.Vars{WorkDir: ws}}); !errors.Is(err, runtime.ErrSessionExists) {
+	if _, err := rt.Create(sandbox.SessionConfig{ID: id, Policy: p, Vars: policies.Vars{WorkDir: ws}}); !errors.Is(err, sandbox.ErrSessionExists) {
 		t.Errorf("second create with the same id: %v", err)
 	}
 
@@ -60,7 +60,7 @@ timeout = "20s"
 		io.WriteString(inW, "one two three\n")
 		inW.Close()
 	}()
-	res, err := s.Exec(context.Background(), runtime.ExecOptions{
+	res, err := s.Exec(context.Background(), sandbox.ExecOptions{
 		Argv: []string{"sh", "-c", "wc -w; echo made >/workspace/made; exit 3"}, Stdin: inR, Stdout: outW,
 	})
 	inR.Close()
@@ -72,22 +72,22 @@ timeout = "20s"
 	if data, err := os.ReadFile(filepath.Join(ws, "made")); err != nil || string(data) != "made\n" {
 		t.Errorf("workspace file on the host: %q %v", data, err)
 	}
-	if res, err := s.Exec(context.Background(), runtime.ExecOptions{Argv: []string{"python3"}}); err != nil || res.ExitCode != 127 || res.Error == "" {
+	if res, err := s.Exec(context.Background(), sandbox.ExecOptions{Argv: []string{"python3"}}); err != nil || res.ExitCode != 127 || res.Error == "" {
 		t.Errorf("unlisted binary: %+v %v", res, err)
 	}
 
 	start := time.Now()
-	res, err = s.Exec(context.Background(), runtime.ExecOptions{Argv: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond})
+	res, err = s.Exec(context.Background(), sandbox.ExecOptions{Argv: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond})
 	if err != nil || !res.TimedOut || res.ExitCode != 137 || time.Since(start) > 5*time.Second {
 		t.Errorf("timeout: %+v %v after %s", res, err, time.Since(start))
 	}
-	if _, err := s.Exec(context.Background(), runtime.ExecOptions{Argv: []string{"true"}, Timeout: time.Hour}); !errors.Is(err, runtime.ErrTimeoutTooLong) {
+	if _, err := s.Exec(context.Background(), sandbox.ExecOptions{Argv: []string{"true"}, Timeout: time.Hour}); !errors.Is(err, sandbox.ErrTimeoutTooLong) {
 		t.Errorf("timeout above the policy's: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	res, err = s.Exec(ctx, runtime.ExecOptions{Argv: []string{"sleep", "30"}})
+	res, err = s.Exec(ctx, sandbox.ExecOptions{Argv: []string{"sleep", "30"}})
 	if err != nil || res.Signal != 9 || time.Since(start) > 5*time.Second {
 		t.Errorf("cancelled context: %+v %v after %s", res, err, time.Since(start))
 	}
@@ -114,7 +114,7 @@ func TestGoAPIZeroLimits(t *testing.T) {
 	dir := tempDir(t)
 	ws := filepath.Join(dir, "ws")
 	os.Mkdir(ws, 0o755)
-	rt, err := runtime.New(filepath.Join(dir, "root"), wardenBinary)
+	rt, err := sandbox.New(filepath.Join(dir, "root"), wardenBinary)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestGoAPIZeroLimits(t *testing.T) {
 		Exec:   policies.Exec{Allow: []string{"sh", "cat"}},
 		Limits: policies.Limits{Pids: 64},
 	}
-	s, err := rt.Create(runtime.SessionConfig{ID: "lit-" + randomHex(4), Policy: p, Vars: policies.Vars{WorkDir: ws}})
+	s, err := rt.Create(sandbox.SessionConfig{ID: "lit-" + randomHex(4), Policy: p, Vars: policies.Vars{WorkDir: ws}})
 	if err != nil {
 		t.Fatalf("a policy struct with only pids set: %v", err)
 	}
@@ -139,7 +139,7 @@ func TestGoAPIZeroLimits(t *testing.T) {
 	}
 	out, _ := os.CreateTemp(dir, "out")
 	defer out.Close()
-	res, err := s.Exec(context.Background(), runtime.ExecOptions{Argv: []string{"sh", "-c", "cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max; echo ok"}, Stdout: out})
+	res, err := s.Exec(context.Background(), sandbox.ExecOptions{Argv: []string{"sh", "-c", "cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max; echo ok"}, Stdout: out})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec: %+v %v", res, err)
 	}
@@ -148,7 +148,7 @@ func TestGoAPIZeroLimits(t *testing.T) {
 	}
 
 	bad := &policies.Policy{Name: "bad", Exec: policies.Exec{All: true}, Limits: policies.Limits{Pids: -1}}
-	_, err = rt.Create(runtime.SessionConfig{ID: "bad-" + randomHex(4), Policy: bad, Vars: policies.Vars{WorkDir: ws}})
+	_, err = rt.Create(sandbox.SessionConfig{ID: "bad-" + randomHex(4), Policy: bad, Vars: policies.Vars{WorkDir: ws}})
 	if err == nil || strings.Contains(err.Error(), "warden bug") || !strings.Contains(err.Error(), "pids") {
 		t.Errorf("negative pids: %v", err)
 	}

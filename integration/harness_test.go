@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 var (
@@ -26,8 +26,8 @@ var (
 func TestMain(m *testing.M) {
 	// The Go API benchmarks create containers from this process, and
 	// libcontainer re-executes it as their init.
-	if runtime.IsInit() {
-		runtime.Init()
+	if sandbox.IsInit() {
+		sandbox.Init()
 	}
 	os.Exit(setup(m))
 }

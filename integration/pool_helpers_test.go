@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 // poolInfo is a pool's line of `pool status --format json`.
-type poolInfo = runtime.PoolInfo
+type poolInfo = sandbox.PoolInfo
 
 func (r *wardenRoot) poolStatus() []poolInfo {
 	r.t.Helper()

@@ -14,7 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/warden-sandbox/warden/policies"
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 func specVersion() string { return specs.Version }
@@ -59,7 +59,7 @@ func checkExecInput(cliContext *cli.Context) error {
 	if cliContext.IsSet("timeout") && timeout < policies.MinTimeout {
 		return fmt.Errorf("--timeout %s: use at least %s, or leave it out for the policy's limits.timeout", timeout, policies.MinTimeout)
 	}
-	if err := runtime.CheckExec(cliContext.Args().Slice(), cliContext.StringSlice("env"), cliContext.String("cwd"), timeout); err != nil {
+	if err := sandbox.CheckExec(cliContext.Args().Slice(), cliContext.StringSlice("env"), cliContext.String("cwd"), timeout); err != nil {
 		return err
 	}
 	// The CLI library passes a repeatable flag with an alias (--env, -e)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 var checkCommand = &cli.Command{
@@ -23,7 +23,7 @@ var checkCommand = &cli.Command{
 		if format != "text" && format != "json" {
 			return fmt.Errorf("--format %q: use text or json", format)
 		}
-		checks := runtime.CheckHost()
+		checks := sandbox.CheckHost()
 		failed := 0
 		for _, c := range checks {
 			if c.Required && !c.OK {

@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 var daemonCommand = &cli.Command{
@@ -44,20 +44,20 @@ the file leaves the kernel as it is.`,
 		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
 			return err
 		}
-		if err := runtime.ReexecSealed(); err != nil {
+		if err := sandbox.ReexecSealed(); err != nil {
 			// libcontainer then seals a copy per sandbox start instead.
 			logrus.Warnf("running from a sealed copy of the binary: %v; every sandbox start seals its own", err)
 		}
 		// The configuration first: a bad one leaves no state root behind.
 		configPath := cliContext.String("config")
 		if configPath == "" {
-			configPath = runtime.ConfigPath(cliContext.String("root"))
+			configPath = sandbox.ConfigPath(cliContext.String("root"))
 		} else if _, err := os.Stat(configPath); errors.Is(err, fs.ErrNotExist) {
 			// Only the default file may be missing: a named one that is not
 			// there is a typo, not an empty configuration.
 			return fmt.Errorf("--config %s: no such file; give an existing file, or leave --config out for the default", configPath)
 		}
-		config, err := runtime.LoadConfig(configPath)
+		config, err := sandbox.LoadConfig(configPath)
 		if err != nil {
 			return err
 		}
@@ -67,10 +67,10 @@ the file leaves the kernel as it is.`,
 		}
 		audit := cliContext.String("audit-log")
 		if audit == "" {
-			audit = runtime.AuditPath(rt.Root)
+			audit = sandbox.AuditPath(rt.Root)
 		}
-		d, err := runtime.NewDaemon(rt, audit)
-		if errors.Is(err, runtime.ErrDaemonRunning) {
+		d, err := sandbox.NewDaemon(rt, audit)
+		if errors.Is(err, sandbox.ErrDaemonRunning) {
 			return fmt.Errorf("%w (%s): one daemon per state root; stop that one (SIGTERM) to start another", err, rt.Root)
 		} else if err != nil {
 			return err
@@ -79,8 +79,8 @@ the file leaves the kernel as it is.`,
 		if config.FavorDynmods {
 			// Before the pools fill: every sandbox start moves a process
 			// into a cgroup.
-			switch err := runtime.FavorCgroupMoves(); {
-			case errors.Is(err, runtime.ErrFavorNoEffect):
+			switch err := sandbox.FavorCgroupMoves(); {
+			case errors.Is(err, sandbox.ErrFavorNoEffect):
 				logrus.Debug(err)
 			case err != nil:
 				logrus.Warnf("%v; sandbox starts stay slower (set cgroup_favordynmods = false in %s to skip this)", err, configPath)
@@ -91,7 +91,7 @@ the file leaves the kernel as it is.`,
 		d.AdoptPools(config)
 		ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 		defer stop()
-		logrus.Infof("warden daemon serving %s", runtime.SocketPath(rt.Root))
+		logrus.Infof("warden daemon serving %s", sandbox.SocketPath(rt.Root))
 		return d.Serve(ctx)
 	},
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 var doCommand = &cli.Command{
@@ -41,7 +41,7 @@ var doCommand = &cli.Command{
 		if err := rt.OpenAudit(); err != nil {
 			return err
 		}
-		s, err := rt.Create(runtime.SessionConfig{ID: "do-" + randomID(), Policy: p, Vars: vars})
+		s, err := rt.Create(sandbox.SessionConfig{ID: "do-" + randomID(), Policy: p, Vars: vars})
 		if err != nil {
 			return err
 		}
@@ -55,7 +55,7 @@ var doCommand = &cli.Command{
 }
 
 // execOptions are the command and its stdio: the caller's own descriptors.
-func execOptions(cliContext *cli.Context) runtime.ExecOptions {
+func execOptions(cliContext *cli.Context) sandbox.ExecOptions {
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
 	forward := make(chan unix.Signal, 4)
@@ -64,7 +64,7 @@ func execOptions(cliContext *cli.Context) runtime.ExecOptions {
 			forward <- sig.(unix.Signal)
 		}
 	}()
-	return runtime.ExecOptions{
+	return sandbox.ExecOptions{
 		Argv:      cliContext.Args().Slice(),
 		Env:       cliContext.StringSlice("env"),
 		CallerEnv: os.Environ(),
@@ -80,7 +80,7 @@ func execOptions(cliContext *cli.Context) runtime.ExecOptions {
 // resultError turns how a command ended into warden's exit status, with a
 // line on stderr when warden has something to say (not found, timeout,
 // memory limit).
-func resultError(res runtime.ExecResult) error {
+func resultError(res sandbox.ExecResult) error {
 	if res.ExitCode == 0 && res.Error == "" {
 		return nil
 	}
@@ -91,11 +91,11 @@ func resultError(res runtime.ExecResult) error {
 	return &exitError{code: res.ExitCode, err: err}
 }
 
-func newRuntime(cliContext *cli.Context) (*runtime.Runtime, error) {
+func newRuntime(cliContext *cli.Context) (*sandbox.Runtime, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("sandboxes need root: run warden as root (it drops to an unprivileged uid inside)")
 	}
-	return runtime.New(cliContext.String("root"), "")
+	return sandbox.New(cliContext.String("root"), "")
 }
 
 func randomID() string {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 var gcCommand = &cli.Command{
@@ -15,7 +15,7 @@ var gcCommand = &cli.Command{
 		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
 			return err
 		}
-		r, err := client(cliContext).Call(runtime.Request{Op: "gc"})
+		r, err := client(cliContext).Call(sandbox.Request{Op: "gc"})
 		for _, item := range r.Removed {
 			fmt.Fprintf(cliContext.App.Writer, "removed %s\n", item)
 		}

@@ -3,7 +3,7 @@ package main
 import (
 	goruntime "runtime"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 	// The fast path of `warden exec` runs as a C constructor, before any
 	// of this; see its package documentation.
 	_ "github.com/warden-sandbox/warden/runtime/preinit"
@@ -14,8 +14,8 @@ import (
 // main to its thread: code that enters a container's namespaces runs on
 // threads of its own, and this keeps the main thread clean.
 func init() {
-	if runtime.IsInit() {
-		runtime.Init()
+	if sandbox.IsInit() {
+		sandbox.Init()
 	}
 	goruntime.LockOSThread()
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 var logsCommand = &cli.Command{
@@ -29,7 +29,7 @@ var logsCommand = &cli.Command{
 		path := cliContext.String("audit-log")
 		if path == "" {
 			root, _ := filepath.Abs(cliContext.String("root"))
-			path = runtime.AuditPath(root)
+			path = sandbox.AuditPath(root)
 		}
 		// A device (/dev/zero) would be one endless line; opening a FIFO
 		// would block.
@@ -59,7 +59,7 @@ var logsCommand = &cli.Command{
 			}
 			if wanted(partial, session) {
 				// (lines an older warden wrote may hold raw controls)
-				w.Write(runtime.TerminalSafe(partial))
+				w.Write(sandbox.TerminalSafe(partial))
 			}
 			partial = partial[:0]
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.commit=...".
@@ -56,7 +56,7 @@ func newApp() *cli.App {
 		HideHelpCommand:           true,
 		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "debug", Usage: "log debug messages"},
-			&cli.StringFlag{Name: "root", Usage: "state `DIR` for sessions and containers", Value: runtime.DefaultRoot, EnvVars: []string{"WARDEN_ROOT"}},
+			&cli.StringFlag{Name: "root", Usage: "state `DIR` for sessions and containers", Value: sandbox.DefaultRoot, EnvVars: []string{"WARDEN_ROOT"}},
 		}, ociGlobalFlags...),
 		Before: before,
 		Commands: []*cli.Command{
@@ -170,7 +170,7 @@ func notRequired(f cli.Flag) {
 
 // before checks the global flags before any command touches the host.
 func before(cliContext *cli.Context) error {
-	if err := runtime.CheckRoot(cliContext.String("root")); err != nil {
+	if err := sandbox.CheckRoot(cliContext.String("root")); err != nil {
 		return err
 	}
 	return setupLogging(cliContext)
@@ -187,7 +187,7 @@ func exitCode(err error) int {
 	if err == nil {
 		return 0
 	}
-	var se *runtime.SignalError
+	var se *sandbox.SignalError
 	if errors.As(err, &se) { // as if the signal had ended warden: nothing ran
 		fmt.Fprintf(os.Stderr, "warden: %v\n", err)
 		return 128 + int(se.Signal)

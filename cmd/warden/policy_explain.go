@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/warden-sandbox/warden/policies"
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"github.com/warden-sandbox/warden/spec"
 )
 
@@ -97,7 +97,7 @@ func explain(w io.Writer, p *policies.Policy, b *spec.Bundle) {
 
 	fmt.Fprintln(w, "\nidentity:")
 	u := b.Spec.Linux.UIDMappings[0]
-	fmt.Fprintf(w, "  root inside is host uid %d (unprivileged) in a bundle; a session's is a host uid of its own (%s), which owns its user namespace\n", u.HostID, runtime.SandboxUIDs)
+	fmt.Fprintf(w, "  root inside is host uid %d (unprivileged) in a bundle; a session's is a host uid of its own (%s), which owns its user namespace\n", u.HostID, sandbox.SandboxUIDs)
 	fmt.Fprintln(w, "  no capabilities, no_new_privs, seccomp allow-list")
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 var poolCommand = &cli.Command{
@@ -41,15 +41,15 @@ var poolFillCommand = &cli.Command{
 			return err
 		}
 		size := cliContext.Int("size")
-		if size < 0 || size > runtime.MaxPoolSize {
-			return fmt.Errorf("--size %d: use 0 to %d", size, runtime.MaxPoolSize)
+		if size < 0 || size > sandbox.MaxPoolSize {
+			return fmt.Errorf("--size %d: use 0 to %d", size, sandbox.MaxPoolSize)
 		}
 		req, err := poolRequest(cliContext)
 		if err != nil {
 			return err
 		}
 		req.Size = size
-		r, err := client(cliContext).Call(runtime.Request{Op: "pool.fill", Pool: req})
+		r, err := client(cliContext).Call(sandbox.Request{Op: "pool.fill", Pool: req})
 		if err != nil {
 			return err
 		}
@@ -59,13 +59,13 @@ var poolFillCommand = &cli.Command{
 
 // poolRequest loads the --policy files (so a bad one fails here) and names
 // them by absolute path: the daemon re-reads them to follow changes.
-func poolRequest(cliContext *cli.Context) (*runtime.PoolRequest, error) {
+func poolRequest(cliContext *cli.Context) (*sandbox.PoolRequest, error) {
 	files := cliContext.StringSlice("policy")
 	_, vars, err := loadSandboxPolicy(cliContext, files)
 	if err != nil {
 		return nil, err
 	}
-	req := &runtime.PoolRequest{Vars: vars}
+	req := &sandbox.PoolRequest{Vars: vars}
 	req.Vars.WorkDir, req.Vars.DataDir = "", ""
 	for _, f := range files {
 		abs, err := filepath.Abs(f)
@@ -91,9 +91,9 @@ var poolStatusCommand = &cli.Command{
 		}
 		// No state root, no pools: as `session ls`, it makes neither the
 		// root nor a daemon.
-		var r runtime.Reply
+		var r sandbox.Reply
 		if c := client(cliContext); !errors.Is(statErr(c.Root), fs.ErrNotExist) {
-			if r, err = c.Call(runtime.Request{Op: "pool.status"}); err != nil {
+			if r, err = c.Call(sandbox.Request{Op: "pool.status"}); err != nil {
 				return err
 			}
 		}
@@ -111,7 +111,7 @@ var poolDrainCommand = &cli.Command{
 		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
 			return err
 		}
-		req := &runtime.PoolRequest{}
+		req := &sandbox.PoolRequest{}
 		for _, f := range cliContext.StringSlice("policy") {
 			abs, err := filepath.Abs(f)
 			if err != nil {
@@ -122,7 +122,7 @@ var poolDrainCommand = &cli.Command{
 		if len(req.Files) == 0 {
 			req = nil
 		}
-		r, err := client(cliContext).Call(runtime.Request{Op: "pool.drain", Pool: req})
+		r, err := client(cliContext).Call(sandbox.Request{Op: "pool.drain", Pool: req})
 		if err != nil {
 			return err
 		}
@@ -130,10 +130,10 @@ var poolDrainCommand = &cli.Command{
 	},
 }
 
-func printPools(cliContext *cli.Context, pools []runtime.PoolInfo, format string) error {
+func printPools(cliContext *cli.Context, pools []sandbox.PoolInfo, format string) error {
 	w := cliContext.App.Writer
 	if pools == nil {
-		pools = []runtime.PoolInfo{}
+		pools = []sandbox.PoolInfo{}
 	}
 	if format == "json" {
 		enc := json.NewEncoder(w)

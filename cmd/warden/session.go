@@ -12,7 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 var sessionCommand = &cli.Command{
@@ -43,7 +43,7 @@ var sessionCreateCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		if _, err := client(cliContext).Call(runtime.Request{Op: "create", ID: id, Create: create}); err != nil {
+		if _, err := client(cliContext).Call(sandbox.Request{Op: "create", ID: id, Create: create}); err != nil {
 			return err
 		}
 		fmt.Fprintln(cliContext.App.Writer, id)
@@ -53,7 +53,7 @@ var sessionCreateCommand = &cli.Command{
 
 // createRequest loads the --policy files and the path variables into what
 // the daemon needs to create a session.
-func createRequest(cliContext *cli.Context) (*runtime.CreateRequest, error) {
+func createRequest(cliContext *cli.Context) (*sandbox.CreateRequest, error) {
 	p, vars, err := loadSandboxPolicy(cliContext, cliContext.StringSlice("policy"))
 	if err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func createRequest(cliContext *cli.Context) (*runtime.CreateRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &runtime.CreateRequest{PolicyTOML: string(text), Vars: vars}, nil
+	return &sandbox.CreateRequest{PolicyTOML: string(text), Vars: vars}, nil
 }
 
 func statErr(path string) error {
@@ -70,9 +70,9 @@ func statErr(path string) error {
 	return err
 }
 
-func client(cliContext *cli.Context) *runtime.Client {
+func client(cliContext *cli.Context) *sandbox.Client {
 	root, _ := filepath.Abs(cliContext.String("root"))
-	return &runtime.Client{Root: root}
+	return &sandbox.Client{Root: root}
 }
 
 var sessionListCommand = &cli.Command{
@@ -90,16 +90,16 @@ var sessionListCommand = &cli.Command{
 		}
 		// No state root, no sessions: listing makes neither a root nor a
 		// daemon (a mistyped --root would otherwise leave both behind).
-		var r runtime.Reply
+		var r sandbox.Reply
 		if c := client(cliContext); !errors.Is(statErr(c.Root), fs.ErrNotExist) {
-			if r, err = c.Call(runtime.Request{Op: "list"}); err != nil {
+			if r, err = c.Call(sandbox.Request{Op: "list"}); err != nil {
 				return err
 			}
 		}
 		w := cliContext.App.Writer
 		if format == "json" {
 			if r.Sessions == nil {
-				r.Sessions = []runtime.SessionInfo{}
+				r.Sessions = []sandbox.SessionInfo{}
 			}
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
@@ -133,14 +133,14 @@ var sessionRemoveCommand = &cli.Command{
 		// A malformed id (a flag after --) names no session: say so before
 		// a daemon is started for it.
 		for _, id := range ids {
-			if err := runtime.CheckID(id); err != nil {
+			if err := sandbox.CheckID(id); err != nil {
 				return err
 			}
 		}
 		c := client(cliContext)
 		failed := 0
 		for _, id := range ids {
-			if _, err := c.Call(runtime.Request{Op: "remove", ID: id, Force: cliContext.Bool("force")}); err != nil {
+			if _, err := c.Call(sandbox.Request{Op: "remove", ID: id, Force: cliContext.Bool("force")}); err != nil {
 				fmt.Fprintf(os.Stderr, "warden: %v\n", err)
 				failed++
 			}

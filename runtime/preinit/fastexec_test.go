@@ -7,12 +7,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/warden-sandbox/warden/runtime"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 func TestDefaultRoot(t *testing.T) {
-	if defaultRoot != runtime.DefaultRoot {
-		t.Fatalf("C default root %q, runtime.DefaultRoot %q", defaultRoot, runtime.DefaultRoot)
+	if defaultRoot != sandbox.DefaultRoot {
+		t.Fatalf("C default root %q, sandbox.DefaultRoot %q", defaultRoot, sandbox.DefaultRoot)
 	}
 }
 
@@ -69,15 +69,15 @@ func TestJSONString(t *testing.T) {
 // parseReply must read what the daemon's encoder writes.
 func TestParseReply(t *testing.T) {
 	for _, c := range []struct {
-		reply runtime.Reply
+		reply sandbox.Reply
 		want  reply
 	}{
-		{runtime.Reply{Started: true}, reply{}},
-		{runtime.Reply{Error: "no such session: x; create it <first>"}, reply{hasError: true, err: "no such session: x; create it <first>"}},
-		{runtime.Reply{Result: &runtime.ExecResult{ExitCode: 0, Duration: time.Millisecond}}, reply{hasResult: true}},
-		{runtime.Reply{Result: &runtime.ExecResult{ExitCode: 137, Signal: 9, OOM: true, Error: "killed: memory limit 64MiB exceeded"}},
+		{sandbox.Reply{Started: true}, reply{}},
+		{sandbox.Reply{Error: "no such session: x; create it <first>"}, reply{hasError: true, err: "no such session: x; create it <first>"}},
+		{sandbox.Reply{Result: &sandbox.ExecResult{ExitCode: 0, Duration: time.Millisecond}}, reply{hasResult: true}},
+		{sandbox.Reply{Result: &sandbox.ExecResult{ExitCode: 137, Signal: 9, OOM: true, Error: "killed: memory limit 64MiB exceeded"}},
 			reply{hasResult: true, exit: 137, resultErr: "killed: memory limit 64MiB exceeded"}},
-		{runtime.Reply{Result: &runtime.ExecResult{ExitCode: 127, Error: "nope: \"x\" \u2028 \U0001F600 \x01"}},
+		{sandbox.Reply{Result: &sandbox.ExecResult{ExitCode: 127, Error: "nope: \"x\" \u2028 \U0001F600 \x01"}},
 			reply{hasResult: true, exit: 127, resultErr: "nope: \"x\" \u2028 \U0001F600 \x01"}},
 	} {
 		msg, err := json.Marshal(c.reply)
@@ -102,7 +102,7 @@ func FuzzParseReply(f *testing.F) {
 	f.Add([]byte(`{"error":"\ud83d\ude00"}`))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		got, ok := parseReply(msg)
-		var r runtime.Reply
+		var r sandbox.Reply
 		// The daemon's encoder writes valid UTF-8 only; Go's decoder
 		// replaces invalid bytes where the C code keeps them.
 		if !ok || !utf8.Valid(msg) || json.Unmarshal(msg, &r) != nil {

@@ -1,0 +1,259 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Client talks to the daemon of a state root and starts one when none
+// answers, so no set-up step is ever needed.
+type Client struct {
+	Root string
+	// Binary is the warden binary to start the daemon from.
+	Binary string
+}
+
+// SignalError: the caller was told to stop (SIGINT, SIGTERM, SIGHUP)
+// before the daemon had taken its request, so nothing was run.
+type SignalError struct{ Signal unix.Signal }
+
+func (e *SignalError) Error() string {
+	return fmt.Sprintf("stopped by %s before the warden daemon took the request", unix.SignalName(e.Signal))
+}
+
+// dial connects to the daemon, starting it if needed. A signal on signals
+// ends the wait.
+func (c *Client) dial(signals <-chan os.Signal) (*net.UnixConn, error) {
+	sock := SocketPath(c.Root)
+	conn, err := dialPacket(sock)
+	if err == nil {
+		return conn, nil
+	}
+	d, err := c.startDaemon()
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	otherServes := false
+	for {
+		conn, err = dialPacket(sock)
+		if err == nil {
+			return conn, nil
+		}
+		select {
+		case exitErr := <-d.exited:
+			if exitErr != nil && !strings.Contains(d.lastLine(), ErrDaemonRunning.Error()) {
+				return nil, d.failure(exitErr)
+			}
+			// Another daemon holds the root: a racing client's, starting,
+			// or one that is making its removed socket again. That one is
+			// the one to wait for.
+			d.exited, otherServes = nil, exitErr != nil
+		default:
+		}
+		if time.Now().After(deadline) {
+			if otherServes {
+				return nil, fmt.Errorf("the warden daemon that holds %s does not answer on %s: %w", c.Root, sock, err)
+			}
+			return nil, fmt.Errorf("the warden daemon did not come up (see %s): %w", d.log, err)
+		}
+		select {
+		case sig := <-signals:
+			if s, ok := sig.(unix.Signal); ok {
+				return nil, &SignalError{s}
+			}
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// startedDaemon is a daemon this client started: how it ended, once it
+// has, and where its output begins in daemon.log.
+type startedDaemon struct {
+	exited <-chan error
+	log    string
+	offset int64
+}
+
+// failure says why a daemon ended before serving: the last line it wrote
+// (main's one-line error, such as a bad configuration file), else how it
+// ended.
+func (d *startedDaemon) failure(exitErr error) error {
+	if last := d.lastLine(); last != "" {
+		return fmt.Errorf("the warden daemon did not start: %s", last)
+	}
+	return fmt.Errorf("the warden daemon did not start (%v); see %s", exitErr, d.log)
+}
+
+// lastLine is the last line the daemon wrote, without main's prefix.
+func (d *startedDaemon) lastLine() string {
+	var out []byte
+	if f, err := os.Open(d.log); err == nil {
+		out, _ = io.ReadAll(io.NewSectionReader(f, d.offset, 64<<10))
+		f.Close()
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimPrefix(lines[len(lines)-1], "warden: ")
+}
+
+// startDaemon launches `warden daemon` in a session of its own, detached
+// from the caller's terminal. A second one started by a racing client
+// finds the lock taken and exits.
+func (c *Client) startDaemon() (*startedDaemon, error) {
+	if err := CheckRoot(c.Root); err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(c.Root) {
+		return nil, fmt.Errorf("state root %q must be an absolute path", c.Root)
+	}
+	if err := checkTraversable(c.Root); err != nil {
+		return nil, err
+	}
+	if err := makeStateDir(c.Root); err != nil {
+		return nil, err
+	}
+	d := &startedDaemon{log: filepath.Join(c.Root, "daemon.log")}
+	logFile, err := os.OpenFile(d.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	if d.offset, err = logFile.Seek(0, io.SeekEnd); err != nil {
+		return nil, err
+	}
+	bin := c.Binary
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	cmd := exec.Command(bin, "--root", c.Root, "daemon")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the warden daemon: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }() // reaps it too
+	d.exited = exited
+	return d, nil
+}
+
+// Call sends one request and returns the reply.
+func (c *Client) Call(req Request) (Reply, error) {
+	conn, err := c.dial(nil)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer conn.Close()
+	if err := send(conn, req); err != nil {
+		return Reply{}, err
+	}
+	var r Reply
+	files, err := receive(conn, &r)
+	closeAll(files)
+	if err != nil {
+		return Reply{}, fmt.Errorf("warden daemon: %w", err)
+	}
+	if r.Error != "" {
+		return r, errors.New(r.Error)
+	}
+	return r, nil
+}
+
+// Exec runs a command in a session through the daemon. The stdio files
+// are passed as they are; with a terminal, onTerminal gets its master.
+func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*os.File, onTerminal func(*os.File), signals <-chan os.Signal) (ExecResult, error) {
+	if err := CheckExec(e.Argv, e.Env, e.Cwd, e.Timeout); err != nil {
+		return ExecResult{}, err
+	}
+	e.CallerEnv = utf8Env(e.CallerEnv)
+	conn, err := c.dial(signals)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	defer conn.Close()
+	var fds []int
+	if !e.Tty {
+		for _, f := range stdio {
+			fds = append(fds, int(f.Fd()))
+		}
+	}
+	if err := send(conn, Request{Op: "exec", ID: id, Create: create, Exec: &e}, fds...); err != nil {
+		return ExecResult{}, err
+	}
+	// A signal goes to the command. The first one, if it comes while the
+	// daemon has not read the request, ends the wait instead: a daemon that
+	// does not read would never pass it on. Once a signal was sent, what is
+	// unread may be that signal (a double Ctrl-C): later ones follow it.
+	gaveUp := make(chan unix.Signal, 1)
+	go func() {
+		sent := false
+		for sig := range signals {
+			s, ok := sig.(unix.Signal)
+			if !ok {
+				continue
+			}
+			if !sent && unread(conn) {
+				gaveUp <- s
+				conn.Close()
+				return
+			}
+			sent = true
+			if send(conn, Control{Signal: int(s)}) != nil {
+				return
+			}
+		}
+	}()
+	for {
+		var r Reply
+		files, err := receive(conn, &r)
+		if err != nil {
+			closeAll(files)
+			select {
+			case s := <-gaveUp:
+				return ExecResult{}, &SignalError{s}
+			default:
+			}
+			return ExecResult{}, fmt.Errorf("warden daemon: %w", err)
+		}
+		switch {
+		case r.Error != "":
+			closeAll(files)
+			return ExecResult{}, errors.New(r.Error)
+		case r.Started && len(files) > 0 && onTerminal != nil:
+			onTerminal(files[0])
+		case r.Result != nil:
+			closeAll(files)
+			return *r.Result, nil
+		default:
+			closeAll(files)
+		}
+	}
+}
+
+// unread reports whether the peer has not yet read all that was sent on
+// conn: a unix socket's output queue holds a message until its reader
+// takes it.
+func unread(conn *net.UnixConn) bool {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	raw.Control(func(fd uintptr) {
+		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+	})
+	return n > 0
+}

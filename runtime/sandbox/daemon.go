@@ -1,0 +1,593 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/hostfs"
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/spec"
+)
+
+// SocketPath is the daemon's socket under a state root.
+func SocketPath(root string) string { return filepath.Join(root, "warden.sock") }
+
+// Daemon owns the sessions of one state root: it serves the CLI on a 0600
+// socket, expires idle sessions and writes the audit log.
+type Daemon struct {
+	rt    *Runtime
+	audit *auditLog
+	lock  *os.File // the root folder, flocked; see lockRoot
+	conns *connTable
+
+	lnMu   sync.Mutex
+	ln     *net.UnixListener
+	sockID hostfs.FileID // the socket file ln listens on; see watchSocket
+
+	mu       sync.Mutex
+	sessions map[string]*daemonSession
+	pools    *pools // warm pools; see daemon_pool.go
+}
+
+type daemonSession struct {
+	*Session
+	running int  // commands in flight
+	removed bool // by `session rm --force` while commands ran
+}
+
+// ErrDaemonRunning is returned when another daemon holds the root.
+var ErrDaemonRunning = errors.New("a warden daemon already serves this root")
+
+// NewDaemon takes the root's lock, re-adopts the sessions a previous
+// daemon left running (reaping those whose sandbox died) and listens.
+func NewDaemon(rt *Runtime, auditPath string) (*Daemon, error) {
+	if err := rt.makeDirs(); err != nil {
+		return nil, err
+	}
+	lock, err := lockRoot(rt.Root)
+	if err != nil {
+		return nil, err
+	}
+	audit, err := openAudit(auditPath)
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	d := &Daemon{rt: rt, audit: audit, lock: lock, conns: newConnTable(), sessions: map[string]*daemonSession{}, pools: newPools(rt)}
+	rt.audit = audit
+	// Before anything is adopted or reaped: a pool state that cannot be
+	// read stops the start and changes nothing.
+	if err := d.pools.load(); err != nil {
+		audit.close()
+		lock.Close()
+		return nil, err
+	}
+	d.adopt()
+	sock := SocketPath(rt.Root)
+	os.Remove(sock) // a dead daemon's socket; we hold the lock
+	ln, id, err := listenSocket(sock)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("daemon socket: %w", err)
+	}
+	d.ln, d.sockID = ln, id
+	return d, nil
+}
+
+// adopt picks up sessions from the state root: running ones are served
+// again, the rest are reaped so nothing is left behind.
+func (d *Daemon) adopt() {
+	for _, id := range d.rt.IDs() {
+		hold, err := holdDir(d.rt.sessionDir(id), false)
+		if errors.Is(err, errHeld) {
+			continue // run by `warden do` or a Go program, not a daemon's
+		}
+		s, err := d.rt.Load(id)
+		if err == nil {
+			err = d.rt.startEgress(s) // this process serves its network now
+		}
+		if err != nil {
+			logrus.Warnf("reaping session %s: %v", id, err)
+			d.rt.destroy(id)
+			if hold != nil {
+				hold.Close()
+			}
+			d.audit.write(AuditRecord{Event: "session.reap", Session: id, Error: err.Error()})
+			continue
+		}
+		s.hold = hold
+		d.sessions[id] = &daemonSession{Session: s}
+		logrus.Infof("re-adopted session %s", id)
+	}
+}
+
+// Serve answers requests until ctx is done.
+func (d *Daemon) Serve(ctx context.Context) error {
+	go d.expireLoop(ctx)
+	go d.pools.loop(ctx)
+	d.lnMu.Lock()
+	go d.accept(ctx, d.ln)
+	d.lnMu.Unlock()
+	d.watchSocket(ctx)
+	d.closeSocket()
+	return nil
+}
+
+// checkPeer lets only the daemon's own user talk to it. The socket's mode
+// already says so; this holds even where a sandbox could reach the socket
+// file (a sandbox's processes never run as that user on the host).
+func checkPeer(conn *net.UnixConn) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return cerr
+	}
+	if int(cred.Uid) != os.Geteuid() {
+		return fmt.Errorf("process %d runs as uid %d, not %d", cred.Pid, cred.Uid, os.Geteuid())
+	}
+	return nil
+}
+
+// Close releases the socket and lock; sessions keep running for the next
+// daemon to adopt.
+func (d *Daemon) Close() {
+	d.closeSocket()
+	d.mu.Lock()
+	for _, s := range d.sessions {
+		s.stopEgress() // the next daemon serves it again
+	}
+	d.mu.Unlock()
+	d.audit.close()
+	d.rt.removeRootCgroups() // only when no container of the root is left
+	d.lock.Close()
+}
+
+// expireLoop closes sessions idle past their policy's limits.idle.
+func (d *Daemon) expireLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		d.mu.Lock()
+		var expired []*daemonSession
+		for id, s := range d.sessions {
+			s.mu.Lock()
+			idle := now.Sub(s.lastUsed)
+			s.mu.Unlock()
+			if s.running == 0 && idle > s.Limits.Idle {
+				expired = append(expired, s)
+				delete(d.sessions, id)
+			}
+		}
+		d.mu.Unlock()
+		for _, s := range expired {
+			err := s.Close()
+			rec := AuditRecord{Event: "session.expire", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash}
+			if err != nil {
+				rec.Error = err.Error()
+			}
+			d.audit.write(rec)
+		}
+	}
+}
+
+// Request is one call to the daemon.
+type Request struct {
+	Op     string         `json:"op"` // ping, create, exec, list, remove, gc
+	ID     string         `json:"id,omitempty"`
+	Create *CreateRequest `json:"create,omitempty"`
+	Exec   *ExecRequest   `json:"exec,omitempty"`
+	Force  bool           `json:"force,omitempty"`
+	Pool   *PoolRequest   `json:"pool,omitempty"` // pool.fill, pool.drain
+}
+
+// CreateRequest carries what a new session needs. With exec, it makes the
+// session when absent.
+type CreateRequest struct {
+	PolicyTOML string        `json:"policyToml"`
+	Vars       policies.Vars `json:"vars"`
+}
+
+// ExecRequest is a command to run; stdin, stdout and stderr come with the
+// request unless Tty is set.
+type ExecRequest struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env,omitempty"`
+	// CallerEnv is the caller's environment; only env.allow names pass.
+	CallerEnv []string      `json:"callerEnv,omitempty"`
+	Cwd       string        `json:"cwd,omitempty"`
+	Timeout   time.Duration `json:"timeout,omitempty"`
+	Tty       bool          `json:"tty,omitempty"`
+	Rows      uint16        `json:"rows,omitempty"`
+	Cols      uint16        `json:"cols,omitempty"`
+}
+
+// Reply answers a Request. Exec gets a Started reply (with the terminal's
+// master side when Tty) and then one with Result.
+type Reply struct {
+	Error    string        `json:"error,omitempty"`
+	Started  bool          `json:"started,omitempty"`
+	Result   *ExecResult   `json:"result,omitempty"`
+	Sessions []SessionInfo `json:"sessions,omitempty"`
+	Removed  []string      `json:"removed,omitempty"`
+	Pools    []PoolInfo    `json:"pools,omitempty"`
+}
+
+// SessionInfo describes a session for `session ls`.
+type SessionInfo struct {
+	ID        string    `json:"id"`
+	Policy    string    `json:"policy"`
+	Workspace string    `json:"workspace"`
+	State     string    `json:"state"`
+	Created   time.Time `json:"created"`
+	LastUsed  time.Time `json:"lastUsed"`
+	Execs     int       `json:"execs"`
+	Running   int       `json:"running"`
+	Pool      string    `json:"pool,omitempty"` // key of the warm pool it was claimed from
+}
+
+// Control is what a client sends while its command runs.
+type Control struct {
+	Signal int `json:"signal"`
+}
+
+func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
+	defer conn.Close()
+	defer d.conns.done(conn)
+	var req Request
+	files, err := receive(conn, &req)
+	if !d.conns.started(conn) {
+		closeAll(files)
+		send(conn, Reply{Error: d.conns.busy() + " (this connection sent no request and was closed)"})
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		send(conn, Reply{Error: fmt.Sprintf("bad request: none within %s of connecting", firstMessageWait)})
+		return
+	}
+	if err != nil {
+		send(conn, Reply{Error: "bad request: " + err.Error()})
+		return
+	}
+	defer closeAll(files)
+	var reply Reply
+	switch req.Op {
+	case "ping":
+	case "create":
+		_, err = d.create(req.ID, req.Create, false)
+	case "exec":
+		d.exec(ctx, conn, &req, files)
+		return
+	case "list":
+		reply.Sessions = d.list()
+	case "remove":
+		err = d.remove(req.ID, req.Force)
+	case "gc":
+		reply.Removed, err = d.gc()
+	case "pool.fill", "pool.status", "pool.drain":
+		reply.Pools, err = d.poolOp(req.Op, req.Pool)
+	default:
+		err = fmt.Errorf("unknown operation %q", req.Op)
+	}
+	if err != nil {
+		reply.Error = err.Error()
+	}
+	send(conn, reply)
+}
+
+// create makes a session (or, with existingOK, returns the one there).
+func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSession, error) {
+	if err := CheckID(id); err != nil {
+		return nil, err
+	}
+	d.rt.gcMu.RLock()
+	defer d.rt.gcMu.RUnlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s, ok := d.sessions[id]; ok {
+		if !existingOK {
+			return nil, fmt.Errorf("%w: %s; pick another id or remove it with `warden session rm %s`", ErrSessionExists, id, id)
+		}
+		if err := s.checkSame(c); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	if c == nil || c.PolicyTOML == "" {
+		return nil, fmt.Errorf("%w: %s; create it with `warden session create --id %s --policy FILE --workspace DIR`, or pass --policy (and --workspace) to exec", ErrNoSession, id, id)
+	}
+	p, err := policies.Parse(id+" policy", []byte(c.PolicyTOML))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVars(c.Vars); err != nil {
+		return nil, err
+	}
+	s, err := d.createSession(SessionConfig{ID: id, Policy: p, Vars: c.Vars})
+	if err != nil {
+		return nil, err
+	}
+	ds := &daemonSession{Session: s}
+	d.sessions[id] = ds
+	d.audit.write(AuditRecord{Event: "session.create", Session: id, Policy: s.PolicyName, PolicyHash: s.PolicyHash})
+	return ds, nil
+}
+
+// checkSame refuses a get-or-create request whose create part describes
+// another sandbox than the session's: running the command in the session
+// as it is would run it under a policy or in folders the caller did not
+// ask for. Without a policy the request names only the folders given on
+// the command line, and only those are compared; folders are compared as
+// folders, not as paths (see samefolder.go).
+func (s *Session) checkSame(c *CreateRequest) error {
+	if c == nil {
+		return nil
+	}
+	var have, want, flags []string
+	if c.PolicyTOML != "" {
+		p, err := policies.Parse(s.ID+" policy", []byte(c.PolicyTOML))
+		if err != nil {
+			return err
+		}
+		flags = append(flags, "--policy")
+		if h := p.Hash(); h != s.PolicyHash {
+			have = append(have, fmt.Sprintf("policy %s (%s)", s.PolicyName, shortHash(s.PolicyHash)))
+			want = append(want, fmt.Sprintf("policy %s (%s)", p.Name, shortHash(h)))
+		}
+	}
+	for _, v := range []struct {
+		folder         sessionFolder
+		variable, flag string
+		want           string
+	}{
+		{sessionFolder{"workspace", s.Vars.WorkDir, spec.WorkspacePath}, "$WORK_DIR", "--workspace", c.Vars.WorkDir},
+		{sessionFolder{"skill folder", s.Vars.SkillDir, spec.SkillPath}, "$SKILL_DIR", "--skill-dir", c.Vars.SkillDir},
+		{sessionFolder{"data folder", s.Vars.DataDir, spec.DataPath}, "$DATA_DIR", "--data-dir", c.Vars.DataDir},
+		{sessionFolder{"home", s.Vars.Home, s.Vars.Home}, "$HOME", "", c.Vars.Home},
+	} {
+		given := c.PolicyTOML != "" || v.want != ""
+		// The workspace is the commands' working folder whatever the
+		// policy says; the other folders shape the sandbox only where
+		// the policy uses them.
+		used := v.variable == "$WORK_DIR" || strings.Contains(s.PolicyTOML, v.variable)
+		if !given || !used {
+			continue
+		}
+		h, w := s.folderMismatch(v.folder, v.want)
+		if h == "" {
+			continue
+		}
+		have, want = append(have, h), append(want, w)
+		if v.flag != "" && !slices.Contains(flags, v.flag) {
+			flags = append(flags, v.flag)
+		}
+	}
+	if len(have) == 0 {
+		return nil
+	}
+	return fmt.Errorf("session %s exists with %s; this call asks for %s: use another --session id, or leave out %s to use the session as it is",
+		s.ID, strings.Join(have, " and "), strings.Join(want, " and "), joinAnd(flags))
+}
+
+func folderText(name, path string) string {
+	if path == "" {
+		return "no " + name
+	}
+	return name + " " + path
+}
+
+func shortHash(h string) string {
+	if len(h) > len("sha256:")+12 {
+		return h[:len("sha256:")+12]
+	}
+	return h
+}
+
+// joinAnd joins a list the way a sentence does: "a", "a and b", "a, b and c".
+func joinAnd(l []string) string {
+	if len(l) < 2 {
+		return strings.Join(l, "")
+	}
+	return strings.Join(l[:len(l)-1], ", ") + " and " + l[len(l)-1]
+}
+
+// checkVars refuses session folders a request names wrongly: each given
+// must be an absolute path to an existing folder.
+func checkVars(v policies.Vars) error {
+	for _, f := range []struct{ name, path string }{
+		{"workspace ($WORK_DIR)", v.WorkDir}, {"data folder ($DATA_DIR)", v.DataDir},
+		{"skill folder ($SKILL_DIR)", v.SkillDir}, {"home ($HOME)", v.Home},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if !filepath.IsAbs(f.path) {
+			return fmt.Errorf("%w: %s %q is not an absolute path; give an absolute path", spec.ErrInvalid, f.name, f.path)
+		}
+		if fi, err := os.Stat(f.path); f.name != "home ($HOME)" && (err != nil || !fi.IsDir()) {
+			return fmt.Errorf("%w: %s %s is not an existing folder; create it first", spec.ErrInvalid, f.name, f.path)
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, files []*os.File) {
+	fail := func(err error) { send(conn, Reply{Error: err.Error()}) }
+	e := req.Exec
+	if e == nil || len(e.Argv) == 0 {
+		fail(errors.New("no command given"))
+		return
+	}
+	if !e.Tty && len(files) != 3 {
+		fail(fmt.Errorf("want stdin, stdout and stderr descriptors, got %d", len(files)))
+		return
+	}
+	if peerGone(conn) {
+		return // it gave up waiting (a signal) before the request was read: run nothing
+	}
+	s, err := d.create(req.ID, req.Create, true)
+	if err != nil {
+		fail(err)
+		return
+	}
+	d.mu.Lock()
+	s.running++
+	s.execs++
+	d.mu.Unlock()
+	// The exec line comes when the command ends; this one says it
+	// started, should the daemon die (kill -9) before then.
+	d.audit.write(AuditRecord{Event: "exec.start", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+		Argv: e.Argv, Cwd: s.cwd(e.Cwd)})
+	// The client going away (or a signal it forwards) reaches the command.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	signals := make(chan unix.Signal, 4)
+	go func() {
+		for {
+			var c Control
+			fs, err := receive(conn, &c)
+			closeAll(fs)
+			if err != nil {
+				cancel()
+				return
+			}
+			if c.Signal > 0 && c.Signal < 65 {
+				select {
+				case signals <- unix.Signal(c.Signal):
+				default:
+				}
+			}
+		}
+	}()
+	o := ExecOptions{Argv: e.Argv, Env: e.Env, CallerEnv: e.CallerEnv, Cwd: e.Cwd, Timeout: e.Timeout, Tty: e.Tty, Rows: e.Rows, Cols: e.Cols, Signals: signals}
+	if e.Tty {
+		o.OnTerminal = func(master *os.File) {
+			send(conn, Reply{Started: true}, int(master.Fd()))
+			master.Close()
+		}
+	} else {
+		o.Stdin, o.Stdout, o.Stderr = files[0], files[1], files[2]
+	}
+	res, err := s.Exec(cctx, o)
+	// Ended before the reply: a call the reply lets through (rm without
+	// --force) must not find the command still counted as running.
+	d.mu.Lock()
+	s.running--
+	removed := s.removed
+	d.mu.Unlock()
+	if removed {
+		why := fmt.Sprintf("session %s was removed (session rm --force) while the command ran; the command was killed with it", s.ID)
+		if err != nil {
+			err = errors.New(why)
+		} else if res.Signal != 0 {
+			res.Error = why
+		}
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	send(conn, Reply{Result: &res})
+}
+
+func (d *Daemon) list() []SessionInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []SessionInfo
+	for _, s := range d.sessions {
+		s.mu.Lock()
+		last := s.lastUsed
+		s.mu.Unlock()
+		state := "running"
+		if st, err := s.container.Status(); err != nil || st.String() != "running" {
+			state = "stopped"
+		}
+		out = append(out, SessionInfo{ID: s.ID, Policy: s.PolicyName, Workspace: s.Vars.WorkDir, State: state,
+			Created: s.Created, LastUsed: last.UTC(), Execs: s.execs, Running: s.running, Pool: s.Pool})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (d *Daemon) remove(id string, force bool) error {
+	if err := CheckID(id); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	s, ok := d.sessions[id]
+	if ok && s.running > 0 && !force {
+		d.mu.Unlock()
+		return fmt.Errorf("session %s has %d command(s) running; wait, or use --force to kill them", id, s.running)
+	}
+	if ok {
+		s.removed = true // its commands' callers learn why they ended
+	}
+	delete(d.sessions, id)
+	d.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNoSession, id)
+	}
+	err := s.Close()
+	rec := AuditRecord{Event: "session.remove", Session: id, Policy: s.PolicyName, PolicyHash: s.PolicyHash}
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	d.audit.write(rec)
+	return err
+}
+
+// gc removes what no live session owns. A session whose sandbox has
+// stopped (its agent died) runs nothing any more: it is removed too, its
+// workspace left as it is.
+func (d *Daemon) gc() ([]string, error) {
+	d.rt.gcMu.Lock()
+	defer d.rt.gcMu.Unlock()
+	d.mu.Lock()
+	live := map[string]bool{}
+	var dead []*daemonSession
+	for id, s := range d.sessions {
+		if s.stopped() {
+			dead = append(dead, s)
+			delete(d.sessions, id)
+			continue
+		}
+		live[id], live[s.containerID()] = true, true
+	}
+	d.mu.Unlock()
+	for _, s := range dead {
+		s.stopEgress()
+		s.hold.Close() // rt.GC below removes what is left of it
+		d.audit.write(AuditRecord{Event: "session.reap", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+			Error: "its sandbox had stopped"})
+	}
+	d.pools.live(live)
+	removed, poolErr := d.pools.gc(live)
+	more, err := d.rt.GC(live)
+	return append(removed, more...), errors.Join(poolErr, err)
+}

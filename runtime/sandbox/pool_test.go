@@ -1,0 +1,146 @@
+package sandbox
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/warden-sandbox/warden/policies"
+)
+
+// TestPoolView: the key of a session's sandbox does not depend on which
+// workspace it gets (those mounts are bound late), but does on the policy,
+// and the late mounts are exactly those under the session's folders,
+// masks included.
+func TestPoolView(t *testing.T) {
+	rt := &Runtime{Root: t.TempDir(), Binary: "/usr/local/bin/warden"}
+	parse := func(text string) *policies.Policy {
+		p, err := policies.Parse("p.toml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const policy = `name = "v"
+[fs]
+write = ["$WORK_DIR"]
+read = ["$DATA_DIR"]
+deny = ["$WORK_DIR/secret"]
+`
+	p := parse(policy)
+	view := func(p *policies.Policy, ws, data, id string) *claimSpec {
+		cs, err := rt.newClaimSpec(SessionConfig{ID: id, Policy: p, Vars: policies.Vars{WorkDir: ws, DataDir: data, SkillDir: "/nonexistent"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	ws1, ws2, data := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, ws := range []string{ws1, ws2} {
+		if err := os.Mkdir(filepath.Join(ws, "secret"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := view(p, ws1, data, "a"), view(p, ws2, data, "b")
+	if a.key != b.key {
+		t.Errorf("the key depends on the workspace or session id: %s, %s", a.key, b.key)
+	}
+	key, err := rt.poolKey(p, policies.Vars{SkillDir: "/nonexistent"})
+	if err != nil || key != a.key {
+		t.Errorf("pool key %s (%v), session key %s", key, err, a.key)
+	}
+	var dests []string
+	for _, m := range a.late {
+		dests = append(dests, m.Destination)
+		if !isLate(m.Destination) {
+			t.Errorf("late mount %s is outside the session folders", m.Destination)
+		}
+	}
+	if got := strings.Join(dests, " "); got != "/data /workspace /workspace/secret" {
+		t.Errorf("late mounts of ws1: %s", got)
+	}
+	// A workspace without the denied folder is refused when claimed:
+	// the pool's placeholder has none either, but the session could
+	// create it.
+	if _, err := rt.newClaimSpec(SessionConfig{ID: "d", Policy: p, Vars: policies.Vars{WorkDir: t.TempDir(), DataDir: data, SkillDir: "/nonexistent"}}); err == nil || !strings.Contains(err.Error(), `fs.deny "$WORK_DIR/secret"`) {
+		t.Errorf("a workspace without the denied folder: %v", err)
+	}
+	for _, m := range a.late {
+		if m.Destination == "/workspace" && (len(m.UIDMappings) != 1 || !strings.Contains(strings.Join(m.Options, ","), "noexec")) {
+			t.Errorf("workspace mount lost its id mapping or flags: %+v", m)
+		}
+	}
+	other := view(parse(strings.Replace(policy, `name = "v"`, "name = \"v\"\n[limits]\npids = 7", 1)), ws1, data, "c")
+	if other.key == a.key {
+		t.Errorf("two policies share a key")
+	}
+}
+
+// TestMaskedFiles: a pooled sandbox's masks outside the session folders
+// are mounted on the host files that were there when it started; one
+// removed and made again (its inode maybe reused) must not match.
+func TestMaskedFiles(t *testing.T) {
+	home := t.TempDir()
+	ssh := filepath.Join(home, ".ssh")
+	if err := os.Mkdir(ssh, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sp := &specs.Spec{Mounts: []specs.Mount{
+		{Destination: home, Type: "bind", Source: home},
+		{Destination: ssh, Type: "bind", Source: "/b/masks/0"},
+		{Destination: "/workspace/secret", Type: "bind", Source: "/b/masks/1"},
+	}}
+	before := maskedFiles(sp, "/b")
+	if len(before) != 1 || before[ssh] == "" || before[ssh] == "gone" {
+		t.Fatalf("masked files: %v", before)
+	}
+	if again := maskedFiles(sp, "/b"); !maps.Equal(again, before) {
+		t.Errorf("the same file: %v, then %v", before, again)
+	}
+	if err := os.Remove(ssh); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ssh, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if after := maskedFiles(sp, "/b"); maps.Equal(after, before) {
+		t.Errorf("~/.ssh made again has the identity of the old one: %v", after)
+	}
+}
+
+// TestCheckPlaceholder: the spec's checks trust the pool's placeholder as
+// warden's own empty folder, so anything else in its place is refused,
+// with what to do.
+func TestCheckPlaceholder(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, ".empty")
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPlaceholder(p); err != nil {
+		t.Fatalf("warden's own empty folder: %v", err)
+	}
+	bad := map[string]func(){
+		"a file in it": func() { os.WriteFile(filepath.Join(p, "x"), nil, 0o600) },
+		"mode 0755":    func() { os.Chmod(p, 0o755) },
+		"a symlink":    func() { os.Rename(p, p+".old"); os.Symlink(p+".old", p) },
+	}
+	for name, spoil := range bad {
+		t.Run(name, func(t *testing.T) {
+			os.RemoveAll(p)
+			os.RemoveAll(p + ".old")
+			if err := os.Mkdir(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			spoil()
+			err := checkPlaceholder(p)
+			if err == nil || !strings.Contains(err.Error(), "not warden's empty folder") || !strings.Contains(err.Error(), "remove it") {
+				t.Errorf("got %v, want a refusal saying what to do", err)
+			}
+		})
+	}
+}

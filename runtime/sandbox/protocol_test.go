@@ -1,0 +1,108 @@
+package sandbox
+
+import (
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func packetPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) *net.UnixConn {
+		f := os.NewFile(uintptr(fd), "pair")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c.(*net.UnixConn)
+	}
+	a, b := conn(fds[0]), conn(fds[1])
+	growBuffers(a)
+	return a, b
+}
+
+func TestProtocolRoundTrip(t *testing.T) {
+	a, b := packetPair(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	big := strings.Repeat("x", 200<<10)
+	if err := send(a, execRequest{Argv: []string{"echo", big}, Cwd: "/w"}, int(w.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	var got execRequest
+	files, err := receive(b, &got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(files)
+	if len(got.Argv) != 2 || got.Argv[1] != big || got.Cwd != "/w" || len(files) != 1 {
+		t.Fatalf("got argv %d, cwd %q, %d files", len(got.Argv), got.Cwd, len(files))
+	}
+	// The passed descriptor is the pipe's write end, close-on-exec.
+	if flags, _ := unix.FcntlInt(files[0].Fd(), unix.F_GETFD, 0); flags&unix.FD_CLOEXEC == 0 {
+		t.Error("received descriptor is not close-on-exec")
+	}
+	files[0].WriteString("ok")
+	buf := make([]byte, 2)
+	if _, err := r.Read(buf); err != nil || string(buf) != "ok" {
+		t.Fatalf("read %q through the passed descriptor: %v", buf, err)
+	}
+}
+
+func TestProtocolRefusals(t *testing.T) {
+	a, b := packetPair(t)
+	if err := send(a, execRequest{Argv: []string{strings.Repeat("y", maxMessage)}}); !errors.Is(err, errMessageTooLarge) {
+		t.Fatalf("oversized send: %v", err)
+	}
+	// A peer that writes garbage or an oversized message gets an error,
+	// and the connection stays usable for the next message.
+	raw := func(data []byte) {
+		if _, _, err := a.WriteMsgUnix(data, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw([]byte("{not json"))
+	raw(make([]byte, maxMessage+10))
+	// One descriptor too many is named as such, not as a size.
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	fd := int(devnull.Fd())
+	if _, _, err := a.WriteMsgUnix([]byte(`{}`), unix.UnixRights(fd, fd, fd, fd, fd), nil); err != nil {
+		t.Fatal(err)
+	}
+	raw([]byte(`{"signal":9}`))
+	var c execControl
+	if _, err := receive(b, &c); err == nil || !strings.Contains(err.Error(), "malformed") {
+		t.Fatalf("garbage: %v", err)
+	}
+	if _, err := receive(b, &c); !errors.Is(err, errMessageTooLarge) {
+		t.Fatalf("oversized: %v", err)
+	}
+	if _, err := receive(b, &c); !errors.Is(err, errTooManyFDs) {
+		t.Fatalf("five descriptors: %v", err)
+	}
+	if _, err := receive(b, &c); err != nil || c.Signal != 9 {
+		t.Fatalf("next message: %+v %v", c, err)
+	}
+	a.Close()
+	if _, err := receive(b, &c); !errors.Is(err, errClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+}

@@ -1,0 +1,168 @@
+package sandbox
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moby/sys/mountinfo"
+	"github.com/warden-sandbox/warden/internal/hostfs"
+)
+
+// A get-or-create request names a session's folders by path, as its
+// caller sees them now; the session has the folders its paths named when
+// it was created. Paths are a poor key both ways: a symlink on the path
+// may point elsewhere since (the same text, another folder), and one
+// folder has many spellings (a symlink, /tmp/x/../x). So folders are
+// compared by identity (device and inode): the caller's path is resolved
+// now, and the session's folder is the one its sandbox has mounted.
+
+// sessionFolder is one of a session's folders: its path when the session
+// was created, and inside where the sandbox shows it.
+type sessionFolder struct {
+	name, path, inside string
+}
+
+// folderMismatch compares a session's folder with the one a request names
+// (want, an absolute path). It returns "" when they are the same folder,
+// else the two descriptions for the refusal.
+func (s *Session) folderMismatch(f sessionFolder, want string) (have, asks string) {
+	if f.path == "" || want == "" {
+		if f.path == want {
+			return "", ""
+		}
+		return folderText(f.name, f.path), folderText(f.name, want)
+	}
+	mounted, inSandbox := s.mountedFolder(f.inside)
+	haveID, ok := mounted, inSandbox
+	if !ok {
+		// The sandbox binds the folder only in parts or not at all (or
+		// has stopped, and nothing will run): the folder its path names
+		// now is the best there is.
+		haveID, ok = hostfs.StatID(f.path)
+	}
+	wantID, wantOK := hostfs.StatID(want)
+	switch {
+	case ok && wantOK && haveID == wantID:
+		return "", ""
+	case !ok && !wantOK && f.path == want:
+		return "", "" // neither can be found: the same text is all there is
+	}
+	have = folderText(f.name, f.path)
+	if inSandbox {
+		have = s.describeMounted(f, mounted)
+	}
+	asks = folderText(f.name, want)
+	if !wantOK {
+		asks += " (not found)"
+	} else if real, err := filepath.EvalSymlinks(want); err == nil && real != want {
+		asks += " (now " + real + ")"
+	}
+	return have, asks
+}
+
+// describeMounted names the folder a session has mounted: by its path at
+// creation while that path still leads to it, else by where the host
+// shows it now.
+func (s *Session) describeMounted(f sessionFolder, id hostfs.FileID) string {
+	if now, ok := hostfs.StatID(f.path); ok && now == id {
+		return folderText(f.name, f.path)
+	}
+	if p := s.hostPathOf(f.inside, id); p != "" {
+		return fmt.Sprintf("%s %s (created as %s)", f.name, p, f.path)
+	}
+	return fmt.Sprintf("%s %s (as it was at creation: the path leads elsewhere now)", f.name, f.path)
+}
+
+// agentRoot opens the root folder of the session's running sandbox. The
+// init's pid could die and be reused between reading the state and the
+// open, so the state must still name the same process afterwards.
+func (s *Session) agentRoot() (root, pid int, ok bool) {
+	if s.container == nil {
+		return -1, 0, false
+	}
+	st, err := s.container.State()
+	if err != nil || st.InitProcessPid <= 0 {
+		return -1, 0, false
+	}
+	pid = st.InitProcessPid
+	root, err = unix.Open(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, 0, false
+	}
+	if st2, err := s.container.State(); err != nil || st2.InitProcessPid != pid || st2.InitProcessStartTime != st.InitProcessStartTime {
+		unix.Close(root)
+		return -1, 0, false
+	}
+	return root, pid, true
+}
+
+// mountedFolder is the identity of the folder a bind mount shows at
+// inside in the session's sandbox; false when the sandbox has none there
+// (the policy grants only parts of the folder, or none) or has stopped.
+func (s *Session) mountedFolder(inside string) (hostfs.FileID, bool) {
+	root, _, ok := s.agentRoot()
+	if !ok {
+		return hostfs.FileID{}, false
+	}
+	defer unix.Close(root)
+	// Resolved inside the sandbox's root, following no symlink at all: a
+	// path through a folder the sandbox can write (its /tmp) could
+	// otherwise be made to end at another of its mounts.
+	fd, err := unix.Openat2(root, inside, &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err != nil {
+		return hostfs.FileID{}, false
+	}
+	defer unix.Close(fd)
+	var sx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO, &sx); err != nil {
+		return hostfs.FileID{}, false
+	}
+	// Only a mount's root is a folder of the host's bound there; anything
+	// else at inside is part of the sandbox's own skeleton.
+	if sx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 || sx.Attributes&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		return hostfs.FileID{}, false
+	}
+	return hostfs.FileID{Dev: unix.Mkdev(sx.Dev_major, sx.Dev_minor), Ino: sx.Ino}, true
+}
+
+// hostPathOf finds where the host shows the folder mounted at inside in
+// the session's sandbox: the sandbox's mount table names the folder's path
+// within its file system, and a mount of that file system on the host
+// shows it under its mount point. "" when no host mount shows id.
+func (s *Session) hostPathOf(inside string, id hostfs.FileID) string {
+	root, pid, ok := s.agentRoot()
+	if !ok {
+		return ""
+	}
+	unix.Close(root)
+	inner, _ := hostfs.Mounts(pid)
+	var top *mountinfo.Info
+	for _, m := range inner {
+		if m.Mountpoint == inside { // the last one is on top
+			top = m
+		}
+	}
+	if top == nil {
+		return ""
+	}
+	host, _ := hostfs.Mounts(0)
+	for _, m := range host {
+		rel, ok := hostfs.Under(top.Root, m.Root)
+		if m.Major != top.Major || m.Minor != top.Minor || !ok {
+			continue
+		}
+		if p := filepath.Join(m.Mountpoint, rel); statIs(p, id) {
+			return p
+		}
+	}
+	return ""
+}
+
+func statIs(p string, id hostfs.FileID) bool {
+	got, ok := hostfs.StatID(p)
+	return ok && got == id
+}

@@ -1,0 +1,1084 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/opencontainers/runc/libcontainer"
+	libseccomp "github.com/opencontainers/runc/libcontainer/seccomp"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/hostfs"
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/egress"
+	"github.com/warden-sandbox/warden/spec"
+)
+
+// DefaultRoot is where warden keeps its state.
+const DefaultRoot = "/run/warden"
+
+// cgroupParent holds every sandbox's cgroup, so gc can find them all.
+const cgroupParent = "/warden"
+
+// Runtime owns a state root: libcontainer's state under containers/, one
+// folder per session under sessions/.
+type Runtime struct {
+	Root string
+	// Binary is the host path of the warden binary each session's agent
+	// runs from.
+	Binary string
+
+	audit     *auditLog // exec lines and egress decisions; see auditSink
+	auditOnce sync.Once
+	// gcMu keeps a daemon's gc apart from its creates, claims and pool
+	// starts: what gc finds in the state root and no live session
+	// owns must not be one of those under way.
+	gcMu sync.RWMutex
+}
+
+// New checks a state root; its folders are made when the daemon or a
+// first sandbox needs them (makeDirs).
+func New(root, binary string) (*Runtime, error) {
+	if err := CheckRoot(root); err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(root) {
+		return nil, fmt.Errorf("state root %q must be an absolute path", root)
+	}
+	if !libseccomp.Enabled {
+		return nil, errors.New("this program was built without seccomp support and would fail every sandbox: build it with cgo and `-tags seccomp` (libseccomp-dev installed), as `make build` builds warden")
+	}
+	rt := &Runtime{Root: root, Binary: binary}
+	for _, d := range rt.stateDirs() {
+		if err := checkTraversable(d); err != nil {
+			return nil, err
+		}
+	}
+	if binary == "" {
+		exe, err := executable()
+		if err != nil {
+			return nil, err
+		}
+		rt.Binary = exe
+	}
+	return rt, nil
+}
+
+func (rt *Runtime) stateDirs() []string {
+	return []string{rt.containersDir(), filepath.Join(rt.Root, "sessions")}
+}
+
+// makeDirs creates the state root's folders when the first sandbox or the
+// daemon needs them: a command refused for bad input leaves no root behind.
+func (rt *Runtime) makeDirs() error {
+	for _, d := range rt.stateDirs() {
+		if err := makeStateDir(d); err != nil {
+			return fmt.Errorf("state root: %w", err)
+		}
+	}
+	return nil
+}
+
+// CheckRoot refuses a state root warden must not take over: an empty one
+// (the current folder) and the host's root folder, where warden's state
+// would mix with the host's own files.
+func CheckRoot(root string) error {
+	if root == "" {
+		return fmt.Errorf("--root (or WARDEN_ROOT) is empty; name a folder for warden's state, or leave it out for %s", DefaultRoot)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return fmt.Errorf("--root %s: %w", root, err)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	if abs == "/" {
+		return fmt.Errorf("--root %s is the host's root folder; name a folder for warden's state, or leave it out for %s", root, DefaultRoot)
+	}
+	return nil
+}
+
+// makeStateDir creates dir and whatever is missing above it, each new
+// folder 0711 whatever the umask: the sandbox's unprivileged host user
+// must traverse them to reach its bundle, but can list nothing; the files
+// in them are root's alone. A folder that exists keeps its mode: warden
+// changes no folder it did not create (checkTraversable says when one is
+// in the way).
+func makeStateDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := makeStateDir(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		return err
+	}
+	return os.Chmod(dir, 0o711)
+}
+
+// checkTraversable makes sure the sandbox's unprivileged host user can
+// pass through dir and every folder above it that exists (makeStateDir
+// creates the others traversable); a 0700 folder (mktemp -d) would make
+// every container start fail with a bare EACCES.
+func checkTraversable(dir string) error {
+	for {
+		fi, err := os.Stat(dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return fmt.Errorf("state root: %w", err)
+		case fi.Mode().Perm()&0o001 == 0:
+			return fmt.Errorf("state root: %s is not searchable by other users (mode %04o) and the sandbox's unprivileged user must pass through it; run `chmod o+x %s` or choose another --root", dir, fi.Mode().Perm(), dir)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return nil
+		}
+		dir = parent
+	}
+}
+
+func (rt *Runtime) containersDir() string       { return filepath.Join(rt.Root, "containers") }
+func (rt *Runtime) sessionDir(id string) string { return filepath.Join(rt.Root, "sessions", id) }
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// ErrNoSession and ErrSessionExists are returned for unknown and duplicate
+// session ids.
+var (
+	ErrNoSession     = errors.New("no such session")
+	ErrSessionExists = errors.New("session already exists")
+)
+
+// CheckID validates a session id.
+func CheckID(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("session id %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// SessionConfig describes a session to create.
+type SessionConfig struct {
+	ID       string
+	Policy   *policies.Policy
+	Vars     policies.Vars
+	Identity spec.Identity // zero: spec.DefaultIdentity
+}
+
+// Session is one warm sandbox: a container whose PID 1 is warden's agent,
+// reused for every command. Its workspace belongs to the caller and is
+// never removed.
+type Session struct {
+	ID         string        `json:"id"`
+	PolicyName string        `json:"policy"`
+	PolicyHash string        `json:"policyHash"`
+	PolicyTOML string        `json:"policyToml"`
+	Vars       policies.Vars `json:"vars"`
+	Created    time.Time     `json:"created"`
+	Identity   spec.Identity `json:"identity"`
+	// Container is the libcontainer id when it differs from ID: a session
+	// claimed from the warm pool keeps its pooled container's id.
+	Container string `json:"container,omitempty"`
+	// Pool is the key of the warm pool the session was claimed from.
+	Pool   string          `json:"pool,omitempty"`
+	Limits policies.Limits `json:"-"`
+	Env    []string        `json:"-"` // the sandbox's base environment
+
+	rt        *Runtime
+	home      string // state folder when not sessions/ID: a pooled container's
+	policy    *policies.Policy
+	container *libcontainer.Container
+	egress    *egress.Proxy // serves network.allow; see startEgress
+
+	mu       sync.Mutex
+	oomSeen  uint64
+	lastUsed time.Time
+	execs    int
+	// persisted is when touch last wrote lastUsed to the state file.
+	persisted time.Time
+	hold      *os.File // the session folder, locked (holdDir)
+}
+
+// Policy is the session's policy.
+func (s *Session) Policy() *policies.Policy { return s.policy }
+
+// Create starts a session's sandbox.
+func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
+	if err := CheckID(cfg.ID); err != nil {
+		return nil, err
+	}
+	if cfg.Policy == nil {
+		return nil, errors.New("no policy")
+	}
+	// A policy built in Go may leave limits at zero: the defaults.
+	if cfg.Policy, err = cfg.Policy.Checked(); err != nil {
+		return nil, err
+	}
+	leased := cfg.Identity == (spec.Identity{})
+	if leased {
+		cfg.Identity = spec.DefaultIdentity
+	}
+	// The spec first: a policy its variables do not fit creates nothing.
+	dir := rt.sessionDir(cfg.ID)
+	bundleDir := filepath.Join(dir, "bundle")
+	b, err := rt.sessionSpec(cfg.Policy, cfg.Vars, cfg.Identity, cfg.ID, bundleDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.makeDirs(); err != nil {
+		return nil, err
+	}
+	if leased {
+		id, lease, err := rt.leaseIdentity(cfg.ID)
+		if err != nil {
+			return nil, err
+		}
+		defer lease.Close()
+		defer func() {
+			if err != nil {
+				rt.releaseIdentity(cfg.ID, id.UID)
+			}
+		}()
+		spec.Reidentify(b.Spec, cfg.Identity, id)
+		cfg.Identity = id
+	}
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%w: %s", ErrSessionExists, cfg.ID)
+		}
+		return nil, err
+	}
+	hold, err := holdDir(dir, true)
+	if err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+	}
+	defer func() {
+		if err != nil {
+			rt.destroy(cfg.ID)
+			hold.Close()
+		}
+	}()
+	// config.json shows the whole sandbox, the session's folders included.
+	if err := spec.WriteBundle(bundleDir, b); err != nil {
+		return nil, err
+	}
+	if err := rt.hidePrograms(b.Spec, filepath.Join(bundleDir, "rootfs")); err != nil {
+		return nil, err
+	}
+	text, err := cfg.Policy.TOML()
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{
+		ID: cfg.ID, PolicyName: cfg.Policy.Name, PolicyHash: cfg.Policy.Hash(), PolicyTOML: string(text),
+		Vars: cfg.Vars, Created: time.Now().UTC(), Identity: cfg.Identity,
+		rt: rt, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: b.Spec.Process.Env, lastUsed: time.Now(), hold: hold,
+	}
+	// The session's own folders are bound into the running sandbox, the
+	// way a claim binds them into a pooled one: an id-mapped mount in the
+	// spec costs libcontainer a helper process per start (about 4 ms of a
+	// cold start here), a late bind 0.1 ms. It also makes a cold session
+	// and a claimed one the same sandbox by construction.
+	early, late := splitLate(b.Spec.Mounts)
+	sp, proc := *b.Spec, *b.Spec.Process
+	sp.Mounts, sp.Process = early, &proc
+	proc.Args = append(slices.Clone(proc.Args), "--pooled")
+	if err := rt.startContainer(s, &sp, bundleDir); err != nil {
+		return nil, err
+	}
+	mntns, err := mountNamespace(s.container)
+	if err != nil {
+		return nil, err
+	}
+	defer mntns.Close()
+	if err := rt.bindSession(s, int(mntns.Fd()), late); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.stopEgress()
+		}
+	}()
+	// Written last: a daemon that dies before this reaps the half-made
+	// session instead of re-adopting a sandbox without its folders.
+	if err := s.save(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// bindSession binds a started sandbox's session folders, serves its
+// network.allow and lets its agent seal: from then on it runs commands.
+// The egress listener exists before the seal, so before any sandboxed
+// code could take its port.
+func (rt *Runtime) bindSession(s *Session, mntns int, late []specs.Mount) (err error) {
+	t0 := time.Now()
+	err = bindLate(mntns, late)
+	idmapUsernses.forget(s.Identity.UID) // bound once: not needed again
+	if err != nil {
+		return err
+	}
+	t1 := time.Now()
+	if err := rt.startEgress(s); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			s.stopEgress()
+		}
+	}()
+	if err := s.seal(); err != nil {
+		return err
+	}
+	logrus.Debugf("session %s: late mounts %s, seal sent %s", s.ID, t1.Sub(t0), time.Since(t1))
+	return nil
+}
+
+// agentArgs runs the warden binary as the sandbox's agent (the C program
+// in runtime/preinit, which takes over before the Go runtime starts),
+// telling it what Landlock must allow.
+func agentArgs(s *specs.Spec) []string {
+	args := []string{spec.AgentPath, "agent"}
+	if allow := s.Annotations[spec.AnnotationExecAllow]; allow != "*" {
+		args = append(args, "--exec-allow", allow)
+	}
+	var writable []string
+	for _, m := range s.Mounts {
+		if m.Destination == "/dev" || m.Destination == "/proc" {
+			continue
+		}
+		if contains(m.Options, "ro") || m.Type == "proc" || m.Type == "devpts" || m.Type == "mqueue" {
+			continue
+		}
+		// A Landlock rule covers everything beneath its folder, mounts
+		// included: one inside a writable mount (a deny's pinned parent)
+		// adds nothing, and would make a pooled sandbox's key differ.
+		if !slices.ContainsFunc(writable, func(w string) bool { _, in := hostfs.Under(m.Destination, w); return in }) {
+			writable = append(writable, m.Destination)
+		}
+	}
+	if len(writable) > 0 {
+		args = append(args, "--writable", strings.Join(writable, ":"))
+	}
+	if s.Annotations[spec.AnnotationExecAllow] != "*" {
+		args = append(args, "--hidden-programs", hiddenProgramsFile)
+	}
+	if dirs := s.Annotations[spec.AnnotationExecWritable]; dirs != "" {
+		args = append(args, "--exec-dirs", dirs)
+	}
+	// The agent sets the rlimits on itself (see startContainer).
+	if len(s.Process.Rlimits) > 0 {
+		var limits []string
+		for _, r := range s.Process.Rlimits {
+			limits = append(limits, fmt.Sprintf("%s=%d:%d", strings.ToLower(strings.TrimPrefix(r.Type, "RLIMIT_")), r.Soft, r.Hard))
+		}
+		args = append(args, "--rlimits", strings.Join(limits, ","))
+	}
+	return args
+}
+
+func (s *Session) save() error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeStateFile(filepath.Join(s.dir(), "session.json"), data)
+}
+
+// containerID is the session's libcontainer id.
+func (s *Session) containerID() string {
+	if s.Container != "" {
+		return s.Container
+	}
+	return s.ID
+}
+
+func (s *Session) socketPath() string { return filepath.Join(s.dir(), "agent.sock") }
+
+func (s *Session) dir() string {
+	if s.home != "" {
+		return s.home
+	}
+	return s.rt.sessionDir(s.ID)
+}
+
+// startContainer creates the container and starts the agent in it, handing
+// it a listening socket whose file exists only on the host.
+func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) error {
+	sp.Root.Path = filepath.Join(bundleDir, "rootfs")
+	owner, err := startUsernsOwner(rt.Binary, sp)
+	if err != nil {
+		return err
+	}
+	// The sandbox's init has joined the namespace once Run returns.
+	defer owner.stop()
+	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
+		CgroupName: s.containerID(), Spec: inOwnedUserns(sp, owner), NoNewKeyring: true,
+	})
+	if err != nil {
+		return fmt.Errorf("container config: %w", err)
+	}
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: s.socketPath(), Net: "unixpacket"})
+	if err != nil {
+		return fmt.Errorf("agent socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	lf, err := ln.File()
+	ln.Close()
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	pins, err := pinBinds(sp.Mounts, func(source string) bool {
+		_, own := hostfs.Under(source, bundleDir)
+		return own || source == rt.Binary
+	})
+	if err != nil {
+		return err
+	}
+	c, err := libcontainer.Create(rt.containersDir(), s.containerID(), cfg)
+	if err != nil {
+		return fmt.Errorf("create container: %w", err)
+	}
+	s.container = c
+	logFile, err := os.OpenFile(filepath.Join(s.dir(), "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	p := initProcess(sp.Process)
+	p.ExtraFiles = []*os.File{lf}
+	p.Stdout, p.Stderr = logFile, logFile
+	if err := c.Run(p); err != nil {
+		c.Destroy() // a failed start leaves state and cgroups behind otherwise
+		return fmt.Errorf("start sandbox: %w", err)
+	}
+	pid, err := p.Pid()
+	if err == nil {
+		err = checkBinds(pid, pins)
+	}
+	if err != nil {
+		killAndDestroy(c)
+		return err
+	}
+	return nil
+}
+
+// initProcess converts the spec's process the way runc does, but for its
+// rlimits: the engine would set them with prlimit from the host, which
+// needs CAP_SYS_RESOURCE over the sandbox's user namespace; root has that
+// only where its bounding set holds it, or over a namespace it owns. The
+// agent sets them on itself instead (agentArgs' --rlimits).
+func initProcess(p *specs.Process) *libcontainer.Process {
+	lp := &libcontainer.Process{
+		Args: p.Args, Env: p.Env, Cwd: "/", UID: int(p.User.UID), GID: int(p.User.GID),
+		NoNewPrivileges: &p.NoNewPrivileges, Init: true,
+	}
+	if c := p.Capabilities; c != nil {
+		lp.Capabilities = &configsCapabilities{Bounding: c.Bounding, Effective: c.Effective,
+			Inheritable: c.Inheritable, Permitted: c.Permitted, Ambient: c.Ambient}
+	}
+	return lp
+}
+
+// Load re-adopts a running session from its state.
+func (rt *Runtime) Load(id string) (*Session, error) {
+	if err := CheckID(id); err != nil {
+		return nil, err
+	}
+	data, err := readStateFile(filepath.Join(rt.sessionDir(id), "session.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNoSession, id)
+	} else if err != nil {
+		return nil, err
+	}
+	s := &Session{rt: rt}
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil, fmt.Errorf("session %s: state file: %w", id, err)
+	}
+	p, err := policies.Parse(id+"/session.json", []byte(s.PolicyTOML))
+	if err != nil {
+		return nil, err
+	}
+	s.policy, s.Limits, s.Env = p, p.Limits, spec.SandboxEnv(p, s.Vars, nil)
+	c, err := loadContainer(rt.containersDir(), s.containerID())
+	if err != nil {
+		return nil, fmt.Errorf("session %s: container: %w", id, err)
+	}
+	st, err := c.Status()
+	if err != nil || st != libcontainer.Running {
+		return nil, fmt.Errorf("session %s: sandbox is not running (%v)", id, st)
+	}
+	s.container = c
+	// The state file's modification time is when the session was last
+	// used (touch): a daemon's restart does not reset its idle time.
+	s.lastUsed = time.Now()
+	if fi, err := os.Stat(filepath.Join(rt.sessionDir(id), "session.json")); err == nil && fi.ModTime().Before(s.lastUsed) {
+		s.lastUsed = fi.ModTime()
+	}
+	s.oomSeen = s.oomKills()
+	return s, nil
+}
+
+// IDs lists the sessions with state under the root.
+func (rt *Runtime) IDs() []string {
+	entries, _ := os.ReadDir(filepath.Join(rt.Root, "sessions"))
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && CheckID(e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
+}
+
+// Close stops the session's sandbox and removes its state. The workspace
+// and every other granted folder are left as they are.
+func (s *Session) Close() error {
+	s.stopEgress()
+	err := s.rt.destroy(s.ID)
+	s.hold.Close()
+	return err
+}
+
+// holdDir locks a session's folder for as long as the process that runs
+// the session keeps the file open: the daemon, or `warden do` and a Go
+// program, which the daemon does not know. gc and a daemon's adoption
+// leave a folder another process holds alone (errHeld). wait makes it
+// wait out such a check rather than fail.
+func holdDir(dir string, wait bool) (*os.File, error) {
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	how := unix.LOCK_EX
+	if !wait {
+		how |= unix.LOCK_NB
+	}
+	if err := unix.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, errHeld
+		}
+		return nil, err
+	}
+	// gc may have removed the folder between its making and the lock.
+	var fst, st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &fst) != nil || unix.Lstat(dir, &st) != nil || fst.Dev != st.Dev || fst.Ino != st.Ino {
+		f.Close()
+		return nil, fmt.Errorf("%s was removed while it was being made", dir)
+	}
+	return f, nil
+}
+
+// errHeld: another process runs the session (holdDir).
+var errHeld = errors.New("another warden process runs it")
+
+// destroy removes everything warden made for a session id: processes,
+// container, cgroup, bundle, sockets, state. It never follows into
+// granted folders: only the session's own directory is removed, and its
+// bundle holds only mountpoints and generated files.
+func (rt *Runtime) destroy(id string) error {
+	var errs []error
+	if err := rt.removeContainer(rt.sessionContainer(id)); err != nil {
+		errs = append(errs, err)
+	}
+	dir := rt.sessionDir(id)
+	if err := removeSessionDir(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// killAndDestroy kills a container's processes and removes it. Destroy
+// refuses a container whose init has not died yet, so it waits for that
+// first, the way `runc delete --force` does.
+func killAndDestroy(c *libcontainer.Container) error {
+	init := 0
+	if st, err := c.State(); err == nil && isChild(st.InitProcessPid) {
+		init = st.InitProcessPid
+	}
+	c.Signal(unix.SIGKILL)
+	for i := 0; i < 500; i++ {
+		if st, err := c.Status(); err != nil || st == libcontainer.Stopped {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	err := c.Destroy()
+	reapInit(init)
+	return err
+}
+
+// isChild reports whether pid is a child of this process (a sandbox this
+// daemon started, not one it re-adopted).
+func isChild(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(f) >= 2 && f[1] == strconv.Itoa(os.Getpid())
+}
+
+// reapInit collects a sandbox's dead init when this process started it
+// (its parent is the daemon that started the container; a re-adopted one
+// belongs to the host's init): nothing else waits for it, and a daemon
+// that churns through sessions would otherwise collect zombies.
+func reapInit(pid int) {
+	if pid <= 0 {
+		return
+	}
+	for i := 0; i < 100; i++ {
+		var ws unix.WaitStatus
+		n, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if n > 0 || err != nil && err != unix.EINTR {
+			return // reaped, or no longer a child of this process
+		}
+		if n == 0 { // still dying: SIGKILL was sent
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// removeSessionDir deletes a session folder without crossing into any
+// mount (a bundle's rootfs never has one on the host, but a crash during
+// start must not turn into deleting a workspace).
+func removeSessionDir(dir string) error {
+	var walkErr error
+	var paths []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && p != dir && isMountpoint(p) {
+			walkErr = fmt.Errorf("%s is a mountpoint; unmount it and run warden gc again", p)
+			return filepath.SkipDir
+		}
+		paths = append(paths, p)
+		return nil
+	})
+	if walkErr != nil {
+		return walkErr
+	}
+	for i := len(paths) - 1; i >= 0; i-- {
+		os.Remove(paths[i])
+	}
+	return nil
+}
+
+func isMountpoint(p string) bool {
+	var st, parent unix.Stat_t
+	if unix.Lstat(p, &st) != nil || unix.Lstat(filepath.Dir(p), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
+}
+
+// ExecOptions describe one command.
+type ExecOptions struct {
+	Argv []string
+	// Env holds extra variables; only names the policy's env.allow lists
+	// (or env.set fixes) are passed, others are an error.
+	Env []string
+	// CallerEnv is the caller's environment: the names the policy's
+	// env.allow lists pass through, nothing else.
+	CallerEnv []string
+	// Cwd is relative to the workspace, a host path inside a granted
+	// workspace, skill or data folder, or absolute inside the sandbox
+	// (spec.SandboxCwd).
+	Cwd                   string
+	Stdin, Stdout, Stderr *os.File // nil: /dev/null
+	// Timeout kills the command's process tree; zero means the policy's
+	// limits.timeout, and more than that or less than
+	// policies.MinTimeout is refused.
+	Timeout time.Duration
+	// Tty runs the command on a new terminal; OnTerminal receives its
+	// master side and must copy between it and the user.
+	Tty        bool
+	Rows, Cols uint16
+	OnTerminal func(master *os.File)
+	// Signals forwards signals to the command's process group.
+	Signals <-chan unix.Signal
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode int           `json:"exit"`
+	Signal   int           `json:"signal,omitempty"`
+	OOM      bool          `json:"oom,omitempty"`
+	TimedOut bool          `json:"timedOut,omitempty"`
+	Duration time.Duration `json:"duration"`
+	// Error is set when the command did not start (ExitCode 126 or 127),
+	// or was killed by warden (timeout, memory limit).
+	Error string `json:"error,omitempty"`
+}
+
+// CheckExec refuses a command the sandbox would not get exactly as given:
+// an argument, variable or working folder that is not UTF-8 (the JSON of
+// the requests would carry U+FFFD in its place, which can name another
+// file), or a timeout that is negative or below policies.MinTimeout (zero
+// is the policy's limits.timeout).
+func CheckExec(argv, env []string, cwd string, timeout time.Duration) error {
+	for i, a := range argv {
+		if !utf8.ValidString(a) {
+			return fmt.Errorf("argument %d is not valid UTF-8; warden passes arguments as UTF-8 text; rename the file or convert the text (iconv -t UTF-8)", i+1)
+		}
+	}
+	for _, kv := range env {
+		if !utf8.ValidString(kv) {
+			return errors.New("--env is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)")
+		}
+	}
+	if !utf8.ValidString(cwd) {
+		return errors.New("--cwd is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)")
+	}
+	if timeout < 0 || timeout > 0 && timeout < policies.MinTimeout {
+		return fmt.Errorf("--timeout %s: use at least %s", timeout, policies.MinTimeout)
+	}
+	return nil
+}
+
+// utf8Env leaves out the caller's variables that are not UTF-8: JSON
+// cannot carry them unchanged, and only the few env.allow names pass.
+func utf8Env(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if utf8.ValidString(kv) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// ErrSandboxStopped is returned for a session whose sandbox is gone.
+var ErrSandboxStopped = errors.New("its sandbox has stopped (its agent died)")
+
+// stopped reports whether the session's sandbox is gone: its agent died,
+// or its container was removed behind warden's back.
+func (s *Session) stopped() bool {
+	st, err := s.container.Status()
+	if err == nil {
+		return st == libcontainer.Stopped
+	}
+	// A status that cannot be read (it reads a cgroup file) proves
+	// nothing: the sandbox is gone only if its agent does not answer
+	// either, and gc must never reap a live one.
+	conn, err := dialPacket(s.socketPath())
+	if err != nil {
+		return true
+	}
+	conn.Close()
+	return false
+}
+
+// ErrTimeoutTooLong is returned for a timeout above the policy's.
+var ErrTimeoutTooLong = errors.New("timeout exceeds the policy's limits.timeout")
+
+// Exec runs one command in the session, waits for it and writes its
+// audit line: to the daemon's log, or for a runtime without a daemon
+// (warden do, the Go API) to the root's, one append per line either way.
+//
+// A command whose line cannot be written does not run: room for the line
+// is kept before it starts (auditLog.reserve), and without room the error
+// says so (ErrAuditWrite). Should the line still fail when the command
+// ended, the error says that it ran and how it ended.
+func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
+	audit := s.rt.auditSink()
+	rec := AuditRecord{Event: "exec", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+		Argv: o.Argv, Cwd: s.cwd(o.Cwd)}
+	room, err := audit.reserve(rec)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("%w; the command was not run: free space on that file system, then run it again", err)
+	}
+	defer audit.release(room)
+	res, err := s.exec(ctx, o)
+	rec.DurationMs = float64(res.Duration.Microseconds()) / 1000
+	if err != nil {
+		rec.Error = err.Error()
+	} else {
+		code := res.ExitCode
+		rec.Exit, rec.Signal, rec.OOM, rec.TimedOut, rec.Error = &code, res.Signal, res.OOM, res.TimedOut, res.Error
+	}
+	if werr := audit.write(rec); werr != nil && err == nil {
+		err = fmt.Errorf("%w; the command ran (exit %d, signal %d) but no record of it was written: free space on that file system", werr, res.ExitCode, res.Signal)
+	}
+	return res, err
+}
+
+func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
+	start := time.Now()
+	if len(o.Argv) == 0 {
+		return ExecResult{}, errors.New("no command given")
+	}
+	if err := CheckExec(o.Argv, o.Env, o.Cwd, o.Timeout); err != nil {
+		return ExecResult{}, err
+	}
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = s.Limits.Timeout
+	} else if timeout > s.Limits.Timeout {
+		return ExecResult{}, fmt.Errorf("%w (%s > %s)", ErrTimeoutTooLong, o.Timeout, s.Limits.Timeout)
+	}
+	env, err := s.commandEnv(utf8Env(o.CallerEnv), o.Env)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	req := execRequest{Argv: o.Argv, Env: env, Cwd: s.cwd(o.Cwd), Tty: o.Tty, Rows: o.Rows, Cols: o.Cols}
+	var fds []int
+	if !o.Tty {
+		stdio, err := stdioFiles(o.Stdin, o.Stdout, o.Stderr)
+		if err != nil {
+			return ExecResult{}, err
+		}
+		for _, f := range stdio {
+			fds = append(fds, int(f.Fd()))
+		}
+		defer restoreTerminals(fds)()
+		openablePipes(fds)
+	}
+	s.touch()
+	conn, err := dialPacket(s.socketPath())
+	if err != nil {
+		if s.stopped() {
+			return ExecResult{}, fmt.Errorf("session %s: %w; remove it with `warden session rm %s` (or `warden gc`) and create it again", s.ID, ErrSandboxStopped, s.ID)
+		}
+		return ExecResult{}, fmt.Errorf("session %s: agent unreachable: %w", s.ID, err)
+	}
+	defer conn.Close()
+	if err := send(conn, req, fds...); err != nil {
+		return ExecResult{}, err
+	}
+	if o.Tty {
+		// A terminal's master side comes in a first message.
+		var ev execEvent
+		files, err := receive(conn, &ev)
+		if err != nil {
+			return ExecResult{}, fmt.Errorf("session %s: agent: %w", s.ID, err)
+		}
+		if !ev.Started {
+			closeAll(files)
+			return ExecResult{ExitCode: ev.Code, Error: ev.Error, Duration: time.Since(start)}, nil
+		}
+		if len(files) > 0 && o.OnTerminal != nil {
+			go o.OnTerminal(files[0])
+		} else {
+			closeAll(files)
+		}
+	}
+	res, err := s.wait(ctx, conn, timeout, o.Signals)
+	res.Duration = time.Since(start)
+	s.touch()
+	return res, err
+}
+
+// wait waits for the command's end, killing its tree on timeout or when
+// ctx is done.
+func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Duration, signals <-chan unix.Signal) (ExecResult, error) {
+	events := make(chan execEvent, 1)
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			var ev execEvent
+			files, err := receive(conn, &ev)
+			closeAll(files)
+			if err != nil {
+				errc <- err
+				return
+			}
+			if !ev.Started { // an agent of an older warden reports the start
+				events <- ev
+				return
+			}
+		}
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var res ExecResult
+	for {
+		select {
+		case ev := <-events:
+			res.ExitCode, res.Signal = ev.Code, ev.Signal
+			if !ev.Exited { // it never started: 126, 127 and why
+				res.Error = ev.Error
+				return res, nil
+			}
+			if res.Signal == int(unix.SIGKILL) && !res.TimedOut {
+				if s.sawOOM() {
+					res.OOM = true
+					res.Error = fmt.Sprintf("killed: memory limit %s exceeded", formatBytes(s.Limits.Memory))
+				}
+			}
+			return res, nil
+		case err := <-errc:
+			return res, fmt.Errorf("session %s: lost the agent: %w", s.ID, err)
+		case <-timer.C:
+			res.TimedOut = true
+			res.Error = fmt.Sprintf("killed: timeout %s exceeded", timeout)
+			send(conn, execControl{Kill: true})
+		case <-ctx.Done():
+			send(conn, execControl{Kill: true})
+			ctx = context.Background()
+		case sig := <-signals:
+			send(conn, execControl{Signal: int(sig)})
+		}
+	}
+}
+
+// commandEnv is the sandbox's environment plus extra variables, each of
+// which the policy must allow.
+func (s *Session) commandEnv(caller, extra []string) ([]string, error) {
+	if len(extra) == 0 && len(caller) == 0 {
+		return s.Env, nil
+	}
+	allowed := map[string]bool{}
+	for _, n := range s.policy.Env.Allow {
+		allowed[n] = true
+	}
+	for _, kv := range extra {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--env %q: use NAME=VALUE", kv)
+		}
+		if _, set := s.policy.Env.Set[name]; set {
+			return nil, fmt.Errorf("--env %s: the policy sets it (env.set); a command cannot change it", name)
+		}
+		if len(s.policy.Network.Allow) > 0 && slices.ContainsFunc([]string{"http_proxy", "https_proxy", "all_proxy", "no_proxy"}, func(p string) bool { return strings.EqualFold(p, name) }) {
+			return nil, fmt.Errorf("--env %s: warden sets the proxy variables to its egress proxy; they cannot be passed", name)
+		}
+		if !allowed[name] {
+			return nil, fmt.Errorf("--env %s: not in the policy's env.allow; add it there to pass it", name)
+		}
+	}
+	return spec.SandboxEnv(s.policy, s.Vars, append(append([]string{}, caller...), extra...)), nil
+}
+
+func (s *Session) cwd(c string) string {
+	return spec.SandboxCwd(s.policy, s.Vars, c)
+}
+
+func (s *Session) touch() {
+	now := time.Now()
+	s.mu.Lock()
+	// On disk at most once a second: idle limits count in seconds at least.
+	persist := now.Sub(s.persisted) >= time.Second
+	if persist {
+		s.persisted = now
+	}
+	s.lastUsed = now
+	s.mu.Unlock()
+	if persist {
+		os.Chtimes(filepath.Join(s.dir(), "session.json"), now, now)
+	}
+}
+
+// stdioFiles returns the three descriptors to pass, /dev/null for the
+// missing ones (opened once: the agent gets its own copies).
+func stdioFiles(in, out, errf *os.File) ([]*os.File, error) {
+	files := []*os.File{in, out, errf}
+	for i, f := range files {
+		if f == nil {
+			null, err := devNull()
+			if err != nil {
+				return nil, err
+			}
+			files[i] = null
+		}
+	}
+	return files, nil
+}
+
+// openablePipes lets the sandbox open the caller's pipes by name, as
+// /dev/stdout, /dev/stderr or /dev/fd/N: a pipe belongs to the caller's
+// host user, whom the sandbox's user namespace does not map, so its mode
+// (0600) refused every such open (`echo error >/dev/stderr` failed in a
+// script). Each pipe gets only the direction it was passed in (writing
+// for a write end, reading for a read end), so opening one by name gives
+// nothing its descriptor does not: the sandbox can neither write into the
+// caller's stdin nor read what others write into its stdout. A pipe's
+// mode matters for nothing else (reaching it by name takes access to a
+// process that holds it). Named pipes (FIFOs on disk), files, terminals
+// and pipes passed for both directions are left as they are.
+func openablePipes(fds []int) {
+	for _, fd := range fds {
+		var fs unix.Statfs_t
+		var st unix.Stat_t
+		if unix.Fstatfs(fd, &fs) != nil || fs.Type != unix.PIPEFS_MAGIC || unix.Fstat(fd, &st) != nil {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		if err != nil {
+			continue
+		}
+		var bit uint32
+		switch flags & unix.O_ACCMODE {
+		case unix.O_WRONLY:
+			bit = 0o002
+		case unix.O_RDONLY:
+			bit = 0o004
+		default:
+			continue
+		}
+		if st.Mode&bit == 0 {
+			unix.Fchmod(fd, st.Mode&0o7777|bit)
+		}
+	}
+}
+
+// restoreTerminals notes the settings of the terminals among fds and
+// returns what sets them back. A command given the caller's terminal as
+// its stdio (no -t) can turn off its echo or make it raw, and that would
+// outlive the command. (Not the window size: the user may resize it
+// meanwhile.)
+func restoreTerminals(fds []int) func() {
+	saved := map[int]*unix.Termios{}
+	for _, fd := range fds {
+		if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+			saved[fd] = t
+		}
+	}
+	return func() {
+		for fd, t := range saved {
+			unix.IoctlSetTermios(fd, unix.TCSETS, t)
+		}
+	}
+}
+
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.OpenFile(os.DevNull, os.O_RDWR, 0) })
+
+func formatBytes(n int64) string {
+	switch {
+	case n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	default:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+}

@@ -1,0 +1,142 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"golang.org/x/sys/unix"
+)
+
+// maxStateFile bounds a state file warden reads back: a session's holds
+// its policy (at most 1 MiB of TOML) and little else.
+const maxStateFile = 16 << 20
+
+// readStateFile reads one of warden's state files whole. Anything but a
+// regular file is refused without waiting: a FIFO put in its place would
+// hang the daemon's start for good, a device would never end. A missing
+// file's error matches fs.ErrNotExist.
+func readStateFile(path string) ([]byte, error) {
+	if fi, err := os.Lstat(path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, notRegular(path, nil)
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, notRegular(path, nil)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxStateFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > maxStateFile {
+		return nil, fmt.Errorf("%s is larger than any state file warden writes; it is damaged: remove it", path)
+	}
+	return data, nil
+}
+
+// writeStateFile replaces a state file whole: written beside it, synced,
+// renamed over it and its folder synced, so a crash or a full disk leaves
+// the old file or the new one, never half of one, and the caller hears
+// when the new one was not written.
+func writeStateFile(path string, data []byte) error {
+	tmp := path + ".tmp"
+	os.Remove(tmp) // a crashed save's; O_EXCL then never opens a FIFO
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// loadContainer loads a container's libcontainer state, refusing a state
+// file that is not a regular file (libcontainer would open a FIFO and
+// wait for a writer).
+func loadContainer(root, id string) (*libcontainer.Container, error) {
+	state := filepath.Join(root, id, "state.json")
+	if fi, err := os.Lstat(state); err == nil && !fi.Mode().IsRegular() {
+		return nil, notRegular(state, nil)
+	}
+	return libcontainer.Load(root, id)
+}
+
+// removeContainer removes a container and everything of it: its
+// processes, its libcontainer state and its cgroups in every hierarchy,
+// also when that state is missing or unreadable (a start cut short by a
+// crash, a damaged file), which libcontainer then knows nothing of.
+func (rt *Runtime) removeContainer(id string) error {
+	var errs []error
+	if c, err := loadContainer(rt.containersDir(), id); err == nil {
+		if err := killAndDestroy(c); err != nil {
+			errs = append(errs, fmt.Errorf("destroy container: %w", err))
+		}
+	}
+	// Killing what is in the cgroups first: a process left there (the
+	// agent of a container whose state is damaged) must not outlive it.
+	for _, base := range []string{"/sys/fs/cgroup/*", "/sys/fs/cgroup"} {
+		dirs, _ := filepath.Glob(base + rt.cgroupPath(id))
+		for _, dir := range dirs {
+			if err := removeCgroup(dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	dir := filepath.Join(rt.containersDir(), id)
+	if _, err := os.Lstat(dir); err == nil {
+		if !libcontainerFiles(dir) {
+			errs = append(errs, fmt.Errorf("left %s: warden did not make it (it holds other files); move it out of warden's state root", dir))
+		} else if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// The uid is free once no process of the sandbox is left.
+	if len(errs) == 0 {
+		rt.releaseOwned(id)
+	}
+	return errors.Join(errs...)
+}
+
+// libcontainerFiles reports whether a container folder holds only what
+// libcontainer writes there: its state, a state being saved (state-*)
+// and the start FIFO.
+func libcontainerFiles(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if n := e.Name(); n != "state.json" && n != "exec.fifo" && !strings.HasPrefix(n, "state-") {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,74 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// Concurrent leases never share a uid; a lease is freed only by its
+// owner, and gc frees one whose container is gone unless a create still
+// holds it locked.
+func TestUIDLeases(t *testing.T) {
+	rt := &Runtime{Root: t.TempDir()}
+	var mu sync.Mutex
+	seen := map[uint32]string{}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := "s" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+			id, lease, err := rt.leaseIdentity(owner)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			lease.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if other, ok := seen[id.UID]; ok {
+				t.Errorf("uid %d leased to %s and %s", id.UID, other, owner)
+			}
+			if id.UID < uidFirst || id.UID >= uidFirst+uidCount || id.GID != id.UID {
+				t.Errorf("identity %+v outside the range", id)
+			}
+			seen[id.UID] = owner
+		}()
+	}
+	wg.Wait()
+	if n := len(rt.leases()); n != 50 {
+		t.Fatalf("%d leases, want 50", n)
+	}
+	for uid, owner := range seen {
+		rt.releaseIdentity("someone-else", uid)
+		if rt.leases()[uid] != owner {
+			t.Fatalf("uid %d freed by another owner", uid)
+		}
+		break
+	}
+	// A session folder keeps its lease; a locked lease is a create under
+	// way; the others are gc's.
+	os.MkdirAll(rt.sessionDir("saa"), 0o711)
+	_, held, err := rt.leaseIdentity("new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	removed := rt.gcLeases(map[string]bool{"sba": true})
+	if len(removed) != 48 {
+		t.Errorf("gc removed %d leases, want 48: %v", len(removed), removed)
+	}
+	left := map[string]bool{}
+	for _, owner := range rt.leases() {
+		left[owner] = true
+	}
+	if len(left) != 3 || !left["saa"] || !left["sba"] || !left["new"] {
+		t.Errorf("leases left: %v", left)
+	}
+	rt.releaseOwned("saa")
+	if _, err := os.Stat(filepath.Join(rt.uidsDir())); err != nil || len(rt.leases()) != 2 {
+		t.Errorf("releaseOwned: %v, %v", rt.leases(), err)
+	}
+}
