@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/warden-sandbox/warden/policies"
-	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/runtime/oci"
 )
 
 var installFlags = []cli.Flag{
@@ -29,7 +29,7 @@ var installCommand = &cli.Command{
 			Usage: "add warden to dockerd's runtimes in daemon.json (the global --policy, --policy-dir, --allow-unconfined, --bind-allow, --hook-allow and --cap-allow become its runtimeArgs)",
 			Flags: installFlags,
 			Action: func(cliContext *cli.Context) error {
-				return install(cliContext, "/etc/docker/daemon.json", sandbox.InstallDocker, "reload dockerd (kill -HUP its pid) and use docker run --runtime=%s")
+				return install(cliContext, "/etc/docker/daemon.json", oci.InstallDocker, "reload dockerd (kill -HUP its pid) and use docker run --runtime=%s")
 			},
 		},
 		{
@@ -40,13 +40,13 @@ var installCommand = &cli.Command{
 				if ociGlobals.policy != "" || len(ociGlobals.capAllow) > 0 || len(ociGlobals.bindAllow) > 0 || len(ociGlobals.hookAllow) > 0 || ociGlobals.allowUnconfined {
 					return errors.New("install containerd: containerd passes a runtime no arguments; put policies in " + defaultPolicyDir + " (or set WARDEN_POLICY_DIR in containerd's environment) instead of --policy, and WARDEN_CAP_ALLOW, WARDEN_BIND_ALLOW, WARDEN_HOOK_ALLOW or WARDEN_ALLOW_UNCONFINED in its environment instead of the flags")
 				}
-				return install(cliContext, "/etc/containerd/config.toml", sandbox.InstallContainerd, "restart containerd; Kubernetes pods choose it with a RuntimeClass whose handler is %s")
+				return install(cliContext, "/etc/containerd/config.toml", oci.InstallContainerd, "restart containerd; Kubernetes pods choose it with a RuntimeClass whose handler is %s")
 			},
 		},
 	},
 }
 
-func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, sandbox.RuntimeEntry) ([]byte, error), next string) error {
+func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, oci.RuntimeEntry) ([]byte, error), next string) error {
 	if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, sa
 	if err != nil {
 		return err
 	}
-	e := sandbox.RuntimeEntry{Name: cliContext.String("name"), Binary: binary}
+	e := oci.RuntimeEntry{Name: cliContext.String("name"), Binary: binary}
 	if p := ociGlobals.policy; p != "" {
 		// The engine would otherwise accept it and fail every container.
 		if _, err := policies.Load(p); err != nil {
@@ -109,7 +109,7 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, sa
 		_, err := cliContext.App.Writer.Write(out)
 		return err
 	}
-	if err := sandbox.WriteConfig(path, out); err != nil {
+	if err := oci.WriteConfig(path, out); err != nil {
 		return fmt.Errorf("install: %w", err)
 	}
 	fmt.Fprintf(cliContext.App.ErrWriter, "warden: registered runtime %q in %s; "+next+"\n", e.Name, path, e.Name)

@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/warden-sandbox/warden/policies"
-	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/runtime/oci"
 )
 
 // ociGlobalFlags are the global flags of the runc-compatible face, as
@@ -110,8 +110,8 @@ func logError(err error) {
 }
 
 // ociRuntime builds the OCI face from the global flags.
-func ociRuntime(cliContext *cli.Context) (*sandbox.OCI, error) {
-	o := &sandbox.OCI{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow, BindAllow: ociGlobals.bindAllow, HookAllow: ociGlobals.hookAllow, AllowUnconfined: ociGlobals.allowUnconfined}
+func ociRuntime(cliContext *cli.Context) (*oci.Runtime, error) {
+	o := &oci.Runtime{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow, BindAllow: ociGlobals.bindAllow, HookAllow: ociGlobals.hookAllow, AllowUnconfined: ociGlobals.allowUnconfined}
 	if !filepath.IsAbs(o.Root) {
 		abs, err := filepath.Abs(o.Root)
 		if err != nil {
@@ -158,7 +158,7 @@ func ociRuntime(cliContext *cli.Context) (*sandbox.OCI, error) {
 // containerArg returns the container id, the first positional argument.
 // onContainer is the action of a command that takes one container id: it
 // checks the argument and opens the OCI runtime before calling act.
-func onContainer(act func(cliContext *cli.Context, o *sandbox.OCI, id string) error) cli.ActionFunc {
+func onContainer(act func(cliContext *cli.Context, o *oci.Runtime, id string) error) cli.ActionFunc {
 	return func(cliContext *cli.Context) error {
 		id, err := containerArg(cliContext, 1, 1, "a container id")
 		if err != nil {

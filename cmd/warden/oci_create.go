@@ -4,8 +4,7 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/runtime/oci"
 )
 
 var createFlags = []cli.Flag{
@@ -17,9 +16,9 @@ var createFlags = []cli.Flag{
 	&cli.IntFlag{Name: "preserve-fds", Usage: "pass `N` more file descriptors (3 and on) to the container"},
 }
 
-func createOptions(cliContext *cli.Context, id string) (sandbox.CreateOptions, error) {
+func createOptions(cliContext *cli.Context, id string) (oci.CreateOptions, error) {
 	fds, err := preserveFDs(cliContext)
-	return sandbox.CreateOptions{
+	return oci.CreateOptions{
 		ID: id, Bundle: cliContext.String("bundle"), PidFile: cliContext.String("pid-file"),
 		ConsoleSocket: cliContext.String("console-socket"), NoPivot: cliContext.Bool("no-pivot"),
 		NoNewKeyring: cliContext.Bool("no-new-keyring"), PreserveFDs: fds,
@@ -41,7 +40,7 @@ var createCommand = &cli.Command{
 	Usage:     "OCI: create a container from a bundle; its process waits for start",
 	ArgsUsage: "CONTAINER-ID",
 	Flags:     createFlags,
-	Action: onContainer(func(cliContext *cli.Context, o *sandbox.OCI, id string) error {
+	Action: onContainer(func(cliContext *cli.Context, o *oci.Runtime, id string) error {
 		opts, err := createOptions(cliContext, id)
 		if err != nil {
 			return err
@@ -56,7 +55,7 @@ var runCommand = &cli.Command{
 	Usage:     "OCI: create and start a container from a bundle, and wait for it unless detached",
 	ArgsUsage: "CONTAINER-ID",
 	Flags:     append([]cli.Flag{&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "do not wait for the container"}}, createFlags...),
-	Action: onContainer(func(cliContext *cli.Context, o *sandbox.OCI, id string) error {
+	Action: onContainer(func(cliContext *cli.Context, o *oci.Runtime, id string) error {
 		opts, err := createOptions(cliContext, id)
 		if err != nil {
 			return err
@@ -73,7 +72,7 @@ var startCommand = &cli.Command{
 	Name:      "start",
 	Usage:     "OCI: start a created container's process",
 	ArgsUsage: "CONTAINER-ID",
-	Action: onContainer(func(cliContext *cli.Context, o *sandbox.OCI, id string) error {
+	Action: onContainer(func(cliContext *cli.Context, o *oci.Runtime, id string) error {
 		return o.Start(id)
 	}),
 }

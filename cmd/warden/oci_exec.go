@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/warden-sandbox/warden/policies"
-	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/runtime/oci"
 )
 
 // ociExecFlags are the flags `exec` takes in its OCI form (without
@@ -63,7 +63,7 @@ func ociExec(cliContext *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	status, err := o.Exec(id, sandbox.OCIExecOptions{
+	status, err := o.Exec(id, oci.ExecOptions{
 		Process: p, Detach: cliContext.Bool("detach"), PidFile: cliContext.String("pid-file"),
 		ConsoleSocket: cliContext.String("console-socket"), PreserveFDs: fds,
 	})
@@ -75,7 +75,7 @@ func ociExec(cliContext *cli.Context) error {
 
 // execProcess reads --process, or builds the process from the container's
 // config.json and the inline flags.
-func execProcess(cliContext *cli.Context, o *sandbox.OCI, id string) (*specs.Process, error) {
+func execProcess(cliContext *cli.Context, o *oci.Runtime, id string) (*specs.Process, error) {
 	if path := cliContext.String("process"); path != "" {
 		data, err := policies.ReadFile(path, "--process file", policies.MaxSpecFile)
 		if err != nil {

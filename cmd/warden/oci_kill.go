@@ -2,8 +2,7 @@ package main
 
 import (
 	"github.com/urfave/cli/v2"
-
-	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/runtime/oci"
 )
 
 var killCommand = &cli.Command{
@@ -20,7 +19,7 @@ var killCommand = &cli.Command{
 		if name == "" {
 			name = "TERM"
 		}
-		sig, err := sandbox.ParseSignal(name)
+		sig, err := oci.ParseSignal(name)
 		if err != nil {
 			return err
 		}
@@ -37,7 +36,7 @@ var deleteCommand = &cli.Command{
 	Usage:     "OCI: remove a stopped container (with --force, any container)",
 	ArgsUsage: "CONTAINER-ID",
 	Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "kill the container's processes first"}},
-	Action: onContainer(func(cliContext *cli.Context, o *sandbox.OCI, id string) error {
+	Action: onContainer(func(cliContext *cli.Context, o *oci.Runtime, id string) error {
 		return o.Delete(id, cliContext.Bool("force"))
 	}),
 }
@@ -46,7 +45,7 @@ var pauseCommand = &cli.Command{
 	Name:      "pause",
 	Usage:     "OCI: freeze every process of a container",
 	ArgsUsage: "CONTAINER-ID",
-	Action: onContainer(func(cliContext *cli.Context, o *sandbox.OCI, id string) error {
+	Action: onContainer(func(cliContext *cli.Context, o *oci.Runtime, id string) error {
 		return o.Pause(id)
 	}),
 }
@@ -55,7 +54,7 @@ var resumeCommand = &cli.Command{
 	Name:      "resume",
 	Usage:     "OCI: thaw a paused container",
 	ArgsUsage: "CONTAINER-ID",
-	Action: onContainer(func(cliContext *cli.Context, o *sandbox.OCI, id string) error {
+	Action: onContainer(func(cliContext *cli.Context, o *oci.Runtime, id string) error {
 		return o.Resume(id)
 	}),
 }

@@ -11,15 +11,14 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/runtime/oci"
 )
 
 var stateCommand = &cli.Command{
 	Name:      "state",
 	Usage:     "OCI: print a container's state as JSON",
 	ArgsUsage: "CONTAINER-ID",
-	Action: onContainer(func(cliContext *cli.Context, o *sandbox.OCI, id string) error {
+	Action: onContainer(func(cliContext *cli.Context, o *oci.Runtime, id string) error {
 		st, err := o.State(id)
 		if err != nil {
 			return err

@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/warden-sandbox/warden/policies"
-	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/runtime/oci"
 )
 
 var updateCommand = &cli.Command{
@@ -82,7 +82,7 @@ var featuresCommand = &cli.Command{
 		}
 		enc := json.NewEncoder(cliContext.App.Writer)
 		enc.SetIndent("", "    ")
-		return enc.Encode(sandbox.Features(version, commit))
+		return enc.Encode(oci.Features(version, commit))
 	},
 }
 
@@ -94,6 +94,6 @@ var specCommand = &cli.Command{
 		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
 			return err
 		}
-		return sandbox.WriteExampleSpec(cliContext.String("bundle"))
+		return oci.WriteExampleSpec(cliContext.String("bundle"))
 	},
 }

@@ -18,8 +18,8 @@ import (
 // which pins the file that was checked; after the start, what each
 // destination shows must be that file.
 
-// pinnedBind is the file a bind mount's destination must show.
-type pinnedBind struct {
+// PinnedBind is the file a bind mount's destination must show.
+type PinnedBind struct {
 	dest     string
 	dev, ino uint64
 }
@@ -36,12 +36,12 @@ func openSource(source string) (int, error) {
 	return fd, err
 }
 
-// pinBinds records the file behind every bind mount's source. Each one
+// PinBinds records the file behind every bind mount's source. Each one
 // is checked after the start, so a bind hidden by a later mount at the
 // same place (which spec.Tighten refuses) fails the check rather than
 // going unchecked.
-func pinBinds(mounts []specs.Mount, skip func(source string) bool) ([]pinnedBind, error) {
-	var pins []pinnedBind
+func PinBinds(mounts []specs.Mount, skip func(source string) bool) ([]PinnedBind, error) {
+	var pins []PinnedBind
 	for _, m := range mounts {
 		bind := m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind")
 		if !bind || skip(m.Source) {
@@ -57,15 +57,15 @@ func pinBinds(mounts []specs.Mount, skip func(source string) bool) ([]pinnedBind
 		if err != nil {
 			return nil, fmt.Errorf("mount %s: %w", m.Destination, err)
 		}
-		pins = append(pins, pinnedBind{m.Destination, st.Dev, st.Ino})
+		pins = append(pins, PinnedBind{m.Destination, st.Dev, st.Ino})
 	}
 	return pins, nil
 }
 
-// checkBinds makes sure each destination in the container of pid shows the
+// CheckBinds makes sure each destination in the container of pid shows the
 // pinned file, resolving destinations inside the container's root as the
 // mounts were.
-func checkBinds(pid int, pins []pinnedBind) error {
+func CheckBinds(pid int, pins []PinnedBind) error {
 	if len(pins) == 0 {
 		return nil
 	}

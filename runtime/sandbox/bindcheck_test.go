@@ -24,13 +24,13 @@ func TestPinBinds(t *testing.T) {
 	bind := func(source, dest string) []specs.Mount {
 		return []specs.Mount{{Type: "bind", Source: source, Destination: dest}}
 	}
-	pins, err := pinBinds(bind(filepath.Join(ws, "out"), filepath.Join(ws, "out")), none)
+	pins, err := PinBinds(bind(filepath.Join(ws, "out"), filepath.Join(ws, "out")), none)
 	if err != nil || len(pins) != 1 {
 		t.Fatalf("pin a plain folder: %v, %v", pins, err)
 	}
 	// The container's root here is the test's own: the destination shows
 	// the pinned folder.
-	if err := checkBinds(os.Getpid(), pins); err != nil {
+	if err := CheckBinds(os.Getpid(), pins); err != nil {
 		t.Errorf("the destination shows the pinned folder: %v", err)
 	}
 	// The folder swapped for a symlink to another: pinning refuses it, and
@@ -41,20 +41,20 @@ func TestPinBinds(t *testing.T) {
 	if err := os.Symlink(other, filepath.Join(ws, "out")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pinBinds(bind(filepath.Join(ws, "out"), "/x"), none); err == nil || !strings.Contains(err.Error(), "symlink") {
+	if _, err := PinBinds(bind(filepath.Join(ws, "out"), "/x"), none); err == nil || !strings.Contains(err.Error(), "symlink") {
 		t.Errorf("pin through a symlink: %v, want a refusal", err)
 	}
 	if _, err := openSource(filepath.Join(ws, "out", ".")); err == nil {
 		t.Error("openSource followed a symlink in the middle of the path")
 	}
-	if err := checkBinds(os.Getpid(), pins); err == nil || !strings.Contains(err.Error(), "replaced") {
+	if err := CheckBinds(os.Getpid(), pins); err == nil || !strings.Contains(err.Error(), "replaced") {
 		t.Errorf("the destination shows another folder: %v, want it caught", err)
 	}
 	// Every bind is pinned, a hidden one too (its check then fails
 	// closed); skipped sources are not pinned.
 	os.Mkdir(filepath.Join(ws, "out.d"), 0o755)
 	three := append(append(bind(other, "/d"), bind(filepath.Join(ws, "out.d"), "/d")...), bind(ws, "/e")...)
-	pins, err = pinBinds(three, func(s string) bool { return s == other })
+	pins, err = PinBinds(three, func(s string) bool { return s == other })
 	if err != nil || len(pins) != 2 || pins[0].dest != "/d" || pins[1].dest != "/e" {
 		t.Fatalf("binds on one place and another: %v, %v", pins, err)
 	}

@@ -64,7 +64,7 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 			continue
 		}
 		if c, err := loadContainer(rt.containersDir(), id); err == nil {
-			if err := killAndDestroy(c); err != nil {
+			if err := KillAndDestroy(c); err != nil {
 				errs = append(errs, fmt.Errorf("container %s: %w", id, err))
 				continue
 			}

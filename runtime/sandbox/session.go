@@ -454,7 +454,7 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 		return err
 	}
 	defer lf.Close()
-	pins, err := pinBinds(sp.Mounts, func(source string) bool {
+	pins, err := PinBinds(sp.Mounts, func(source string) bool {
 		_, own := hostfs.Under(source, bundleDir)
 		return own || source == rt.Binary
 	})
@@ -480,10 +480,10 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 	}
 	pid, err := p.Pid()
 	if err == nil {
-		err = checkBinds(pid, pins)
+		err = CheckBinds(pid, pins)
 	}
 	if err != nil {
-		killAndDestroy(c)
+		KillAndDestroy(c)
 		return err
 	}
 	return nil
@@ -615,10 +615,10 @@ func (rt *Runtime) destroy(id string) error {
 	return errors.Join(errs...)
 }
 
-// killAndDestroy kills a container's processes and removes it. Destroy
+// KillAndDestroy kills a container's processes and removes it. Destroy
 // refuses a container whose init has not died yet, so it waits for that
 // first, the way `runc delete --force` does.
-func killAndDestroy(c *libcontainer.Container) error {
+func KillAndDestroy(c *libcontainer.Container) error {
 	init := 0
 	if st, err := c.State(); err == nil && isChild(st.InitProcessPid) {
 		init = st.InitProcessPid

@@ -96,7 +96,7 @@ func loadContainer(root, id string) (*libcontainer.Container, error) {
 func (rt *Runtime) removeContainer(id string) error {
 	var errs []error
 	if c, err := loadContainer(rt.containersDir(), id); err == nil {
-		if err := killAndDestroy(c); err != nil {
+		if err := KillAndDestroy(c); err != nil {
 			errs = append(errs, fmt.Errorf("destroy container: %w", err))
 		}
 	}

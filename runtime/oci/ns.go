@@ -1,4 +1,4 @@
-package sandbox
+package oci
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ var nsFile = map[specs.LinuxNamespaceType]string{
 // namespaceOwner finds the live container of this root whose init is in
 // the namespace at path; for a network namespace held by none, it also
 // tells whether any process on the host is in it.
-func (o *OCI) namespaceOwner(typ specs.LinuxNamespaceType, path string) (spec.NamespaceOwner, error) {
+func (o *Runtime) namespaceOwner(typ specs.LinuxNamespaceType, path string) (spec.NamespaceOwner, error) {
 	var owner spec.NamespaceOwner
 	name := nsFile[typ]
 	if name == "" {
@@ -73,7 +73,7 @@ func (o *OCI) namespaceOwner(typ specs.LinuxNamespaceType, path string) (spec.Na
 
 // isContainer reports whether id is a container of this root (warden
 // made its state folder).
-func (o *OCI) isContainer(id string) bool {
+func (o *Runtime) isContainer(id string) bool {
 	if checkContainerID(id) != nil {
 		return false
 	}

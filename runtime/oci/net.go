@@ -1,4 +1,4 @@
-package sandbox
+package oci
 
 import (
 	"fmt"

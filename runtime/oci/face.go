@@ -1,4 +1,4 @@
-package sandbox
+package oci
 
 import (
 	"bytes"
@@ -28,14 +28,15 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"github.com/warden-sandbox/warden/spec"
 )
 
-// OCI is warden's runc-compatible face: containers whose config.json comes
+// Runtime is warden's runc-compatible face: containers whose config.json comes
 // from an engine (containerd's shim, dockerd) or a user's bundle, each
 // tightened by a warden policy when the runtime is configured with one.
 // Their libcontainer state lives under Root/oci, apart from sessions.
-type OCI struct {
+type Runtime struct {
 	Root string
 	// Policy is applied to every container that does not choose one by
 	// annotation; nil with no PolicyDir: containers run as configured.
@@ -80,7 +81,7 @@ func checkContainerID(id string) error {
 	return nil
 }
 
-func (o *OCI) stateDir() string { return filepath.Join(o.Root, "oci") }
+func (o *Runtime) stateDir() string { return filepath.Join(o.Root, "oci") }
 
 // policyRecord is what warden keeps beside libcontainer's state for a
 // container under a policy: exec and update are held to it.
@@ -94,7 +95,7 @@ type policyRecord struct {
 
 const recordFile = "warden.json"
 
-func (o *OCI) prepare() error {
+func (o *Runtime) prepare() error {
 	if !libseccomp.Enabled {
 		return errors.New("this warden binary was built without seccomp support; build it with `make build` (go build -tags seccomp)")
 	}
@@ -105,7 +106,7 @@ func (o *OCI) prepare() error {
 }
 
 // Load returns an existing container.
-func (o *OCI) Load(id string) (*libcontainer.Container, error) {
+func (o *Runtime) Load(id string) (*libcontainer.Container, error) {
 	if err := checkContainerID(id); err != nil {
 		return nil, err
 	}
@@ -155,7 +156,7 @@ var policyNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // choosePolicy decides which policy a container runs under: one it
 // selects by annotation from the policy directory, else the runtime's.
-func (o *OCI) choosePolicy(s *specs.Spec) (*policies.Policy, string, error) {
+func (o *Runtime) choosePolicy(s *specs.Spec) (*policies.Policy, string, error) {
 	name, selected := s.Annotations[AnnotationSelect]
 	if !selected {
 		if o.Policy != nil || o.PolicyDir == "" {
@@ -330,7 +331,7 @@ func allIn(want, have []string) bool {
 }
 
 // tighten applies the container's policy to its spec.
-func (o *OCI) tighten(id, bundle string, s *specs.Spec) (*policyRecord, error) {
+func (o *Runtime) tighten(id, bundle string, s *specs.Spec) (*policyRecord, error) {
 	p, file, err := o.choosePolicy(s)
 	if err != nil || p == nil {
 		return nil, err
@@ -378,7 +379,7 @@ func readRecord(c *libcontainer.Container, stateDir string) (*policyRecord, erro
 // Create makes a container from a bundle and starts its init, which waits
 // for Start (create), or runs it to the end (run). It returns the exit
 // status for a run that does not detach.
-func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
+func (o *Runtime) Create(opts CreateOptions, run bool) (int, error) {
 	if err := checkContainerID(opts.ID); err != nil {
 		return -1, err
 	}
@@ -417,9 +418,9 @@ func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
 	}
 	// Under a policy the bind sources were checked with their symlinks
 	// resolved: pin them, and make sure the mounts show them (bindcheck.go).
-	var pins []pinnedBind
+	var pins []sandbox.PinnedBind
 	if rec != nil {
-		if pins, err = pinBinds(s.Mounts, func(string) bool { return false }); err != nil {
+		if pins, err = sandbox.PinBinds(s.Mounts, func(string) bool { return false }); err != nil {
 			return -1, err
 		}
 	}
@@ -439,7 +440,7 @@ func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
 		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs, destroyOnExit: run}
 	if rec != nil {
 		r.afterStart = func(pid int) error {
-			if err := checkBinds(pid, pins); err != nil {
+			if err := sandbox.CheckBinds(pid, pins); err != nil {
 				return err
 			}
 			if !rec.Network && !joinsNetwork(s) {
@@ -461,7 +462,7 @@ func (o *OCI) Create(opts CreateOptions, run bool) (int, error) {
 }
 
 // Start runs a created container's process.
-func (o *OCI) Start(id string) error {
+func (o *Runtime) Start(id string) error {
 	c, err := o.Load(id)
 	if err != nil {
 		return err
@@ -496,7 +497,7 @@ type ContainerState struct {
 }
 
 // State returns a container's state.
-func (o *OCI) State(id string) (*ContainerState, error) {
+func (o *Runtime) State(id string) (*ContainerState, error) {
 	c, err := o.Load(id)
 	if err != nil {
 		return nil, err
@@ -504,7 +505,7 @@ func (o *OCI) State(id string) (*ContainerState, error) {
 	return o.state(c)
 }
 
-func (o *OCI) state(c *libcontainer.Container) (*ContainerState, error) {
+func (o *Runtime) state(c *libcontainer.Container) (*ContainerState, error) {
 	st, err := c.Status()
 	if err != nil {
 		return nil, err
@@ -529,7 +530,7 @@ func (o *OCI) state(c *libcontainer.Container) (*ContainerState, error) {
 }
 
 // List returns every container under the root.
-func (o *OCI) List() ([]*ContainerState, error) {
+func (o *Runtime) List() ([]*ContainerState, error) {
 	entries, err := os.ReadDir(o.stateDir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -573,7 +574,7 @@ func ParseSignal(s string) (unix.Signal, error) {
 
 // Kill sends a signal to a container's init, or with all to each of its
 // processes.
-func (o *OCI) Kill(id string, sig unix.Signal, all bool) error {
+func (o *Runtime) Kill(id string, sig unix.Signal, all bool) error {
 	c, err := o.Load(id)
 	if err != nil {
 		return err
@@ -601,7 +602,7 @@ func (o *OCI) Kill(id string, sig unix.Signal, all bool) error {
 }
 
 // Delete removes a stopped (or, with force, any) container.
-func (o *OCI) Delete(id string, force bool) error {
+func (o *Runtime) Delete(id string, force bool) error {
 	if err := checkContainerID(id); err != nil {
 		return err
 	}
@@ -622,7 +623,7 @@ func (o *OCI) Delete(id string, force bool) error {
 		return err
 	}
 	if force {
-		return killAndDestroy(c)
+		return sandbox.KillAndDestroy(c)
 	}
 	st, err := c.Status()
 	if err != nil {
@@ -632,13 +633,13 @@ func (o *OCI) Delete(id string, force bool) error {
 	case libcontainer.Stopped:
 		return c.Destroy()
 	case libcontainer.Created:
-		return killAndDestroy(c)
+		return sandbox.KillAndDestroy(c)
 	}
 	return fmt.Errorf("cannot delete container %s that is not stopped: %s (use --force)", id, st)
 }
 
 // Processes lists the host pids of a container's processes.
-func (o *OCI) Processes(id string) ([]int, error) {
+func (o *Runtime) Processes(id string) ([]int, error) {
 	c, err := o.Load(id)
 	if err != nil {
 		return nil, err
@@ -647,7 +648,7 @@ func (o *OCI) Processes(id string) ([]int, error) {
 }
 
 // Pause freezes a container.
-func (o *OCI) Pause(id string) error {
+func (o *Runtime) Pause(id string) error {
 	c, err := o.Load(id)
 	if err != nil {
 		return err
@@ -656,7 +657,7 @@ func (o *OCI) Pause(id string) error {
 }
 
 // Resume thaws a paused container.
-func (o *OCI) Resume(id string) error {
+func (o *Runtime) Resume(id string) error {
 	c, err := o.Load(id)
 	if err != nil {
 		return err
@@ -666,7 +667,7 @@ func (o *OCI) Resume(id string) error {
 
 // Update changes a container's resources. Under a policy no limit can go
 // above the policy's (the values are lowered to it).
-func (o *OCI) Update(id string, r *specs.LinuxResources) error {
+func (o *Runtime) Update(id string, r *specs.LinuxResources) error {
 	c, err := o.Load(id)
 	if err != nil {
 		return err
@@ -719,8 +720,8 @@ func (o *OCI) Update(id string, r *specs.LinuxResources) error {
 	return c.Set(cfg)
 }
 
-// OCIExecOptions are the flags of exec in its OCI form.
-type OCIExecOptions struct {
+// ExecOptions are the flags of exec in its OCI form.
+type ExecOptions struct {
 	Process       *specs.Process
 	Detach        bool
 	PidFile       string
@@ -730,7 +731,7 @@ type OCIExecOptions struct {
 
 // BundleProcess is the process of the container's config.json, the base
 // of an inline exec (`exec ID CMD...`).
-func (o *OCI) BundleProcess(id string) (*specs.Process, error) {
+func (o *Runtime) BundleProcess(id string) (*specs.Process, error) {
 	c, err := o.Load(id)
 	if err != nil {
 		return nil, err
@@ -748,7 +749,7 @@ func (o *OCI) BundleProcess(id string) (*specs.Process, error) {
 
 // Exec runs a new process in a running container and returns its exit
 // status (0 when detached).
-func (o *OCI) Exec(id string, opts OCIExecOptions) (int, error) {
+func (o *Runtime) Exec(id string, opts ExecOptions) (int, error) {
 	c, err := o.Load(id)
 	if err != nil {
 		return -1, err
@@ -997,7 +998,7 @@ func ociProcess(p *specs.Process) (*libcontainer.Process, error) {
 		lp.AdditionalGroups = append(lp.AdditionalGroups, int(g))
 	}
 	for _, r := range p.Rlimits {
-		rl, err := rlimit(r)
+		rl, err := sandbox.Rlimit(r)
 		if err != nil {
 			return nil, err
 		}
