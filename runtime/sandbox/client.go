@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,7 +36,7 @@ func (e *SignalError) Error() string {
 // ends the wait.
 func (c *Client) dial(signals <-chan os.Signal) (*net.UnixConn, error) {
 	sock := SocketPath(c.Root)
-	conn, err := dialPacket(sock)
+	conn, err := wire.DialPacket(sock)
 	if err == nil {
 		return conn, nil
 	}
@@ -46,7 +47,7 @@ func (c *Client) dial(signals <-chan os.Signal) (*net.UnixConn, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	otherServes := false
 	for {
-		conn, err = dialPacket(sock)
+		conn, err = wire.DialPacket(sock)
 		if err == nil {
 			return conn, nil
 		}
@@ -157,12 +158,12 @@ func (c *Client) Call(req Request) (Reply, error) {
 		return Reply{}, err
 	}
 	defer conn.Close()
-	if err := send(conn, req); err != nil {
+	if err := wire.Send(conn, req); err != nil {
 		return Reply{}, err
 	}
 	var r Reply
-	files, err := receive(conn, &r)
-	closeAll(files)
+	files, err := wire.Receive(conn, &r)
+	wire.CloseAll(files)
 	if err != nil {
 		return Reply{}, fmt.Errorf("warden daemon: %w", err)
 	}
@@ -190,7 +191,7 @@ func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*
 			fds = append(fds, int(f.Fd()))
 		}
 	}
-	if err := send(conn, Request{Op: "exec", ID: id, Create: create, Exec: &e}, fds...); err != nil {
+	if err := wire.Send(conn, Request{Op: "exec", ID: id, Create: create, Exec: &e}, fds...); err != nil {
 		return ExecResult{}, err
 	}
 	// A signal goes to the command. The first one, if it comes while the
@@ -211,16 +212,16 @@ func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*
 				return
 			}
 			sent = true
-			if send(conn, Control{Signal: int(s)}) != nil {
+			if wire.Send(conn, Control{Signal: int(s)}) != nil {
 				return
 			}
 		}
 	}()
 	for {
 		var r Reply
-		files, err := receive(conn, &r)
+		files, err := wire.Receive(conn, &r)
 		if err != nil {
-			closeAll(files)
+			wire.CloseAll(files)
 			select {
 			case s := <-gaveUp:
 				return ExecResult{}, &SignalError{s}
@@ -230,15 +231,15 @@ func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*
 		}
 		switch {
 		case r.Error != "":
-			closeAll(files)
+			wire.CloseAll(files)
 			return ExecResult{}, errors.New(r.Error)
 		case r.Started && len(files) > 0 && onTerminal != nil:
 			onTerminal(files[0])
 		case r.Result != nil:
-			closeAll(files)
+			wire.CloseAll(files)
 			return *r.Result, nil
 		default:
-			closeAll(files)
+			wire.CloseAll(files)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"github.com/warden-sandbox/warden/spec"
 )
 
@@ -261,21 +262,21 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
 	defer d.conns.done(conn)
 	var req Request
-	files, err := receive(conn, &req)
+	files, err := wire.Receive(conn, &req)
 	if !d.conns.started(conn) {
-		closeAll(files)
-		send(conn, Reply{Error: d.conns.busy() + " (this connection sent no request and was closed)"})
+		wire.CloseAll(files)
+		wire.Send(conn, Reply{Error: d.conns.busy() + " (this connection sent no request and was closed)"})
 		return
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		send(conn, Reply{Error: fmt.Sprintf("bad request: none within %s of connecting", firstMessageWait)})
+		wire.Send(conn, Reply{Error: fmt.Sprintf("bad request: none within %s of connecting", firstMessageWait)})
 		return
 	}
 	if err != nil {
-		send(conn, Reply{Error: "bad request: " + err.Error()})
+		wire.Send(conn, Reply{Error: "bad request: " + err.Error()})
 		return
 	}
-	defer closeAll(files)
+	defer wire.CloseAll(files)
 	var reply Reply
 	switch req.Op {
 	case "ping":
@@ -298,7 +299,7 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 	if err != nil {
 		reply.Error = err.Error()
 	}
-	send(conn, reply)
+	wire.Send(conn, reply)
 }
 
 // create makes a session (or, with existingOK, returns the one there).
@@ -438,7 +439,7 @@ func checkVars(v policies.Vars) error {
 }
 
 func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, files []*os.File) {
-	fail := func(err error) { send(conn, Reply{Error: err.Error()}) }
+	fail := func(err error) { wire.Send(conn, Reply{Error: err.Error()}) }
 	e := req.Exec
 	if e == nil || len(e.Argv) == 0 {
 		fail(errors.New("no command given"))
@@ -448,7 +449,7 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 		fail(fmt.Errorf("want stdin, stdout and stderr descriptors, got %d", len(files)))
 		return
 	}
-	if peerGone(conn) {
+	if wire.PeerGone(conn) {
 		return // it gave up waiting (a signal) before the request was read: run nothing
 	}
 	s, err := d.create(req.ID, req.Create, true)
@@ -471,8 +472,8 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 	go func() {
 		for {
 			var c Control
-			fs, err := receive(conn, &c)
-			closeAll(fs)
+			fs, err := wire.Receive(conn, &c)
+			wire.CloseAll(fs)
 			if err != nil {
 				cancel()
 				return
@@ -488,7 +489,7 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 	o := ExecOptions{Argv: e.Argv, Env: e.Env, CallerEnv: e.CallerEnv, Cwd: e.Cwd, Timeout: e.Timeout, Tty: e.Tty, Rows: e.Rows, Cols: e.Cols, Signals: signals}
 	if e.Tty {
 		o.OnTerminal = func(master *os.File) {
-			send(conn, Reply{Started: true}, int(master.Fd()))
+			wire.Send(conn, Reply{Started: true}, int(master.Fd()))
 			master.Close()
 		}
 	} else {
@@ -513,7 +514,7 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 		fail(err)
 		return
 	}
-	send(conn, Reply{Result: &res})
+	wire.Send(conn, Reply{Result: &res})
 }
 
 func (d *Daemon) list() []SessionInfo {

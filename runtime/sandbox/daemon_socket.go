@@ -11,6 +11,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/warden-sandbox/warden/internal/hostfs"
+	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,7 +19,7 @@ import (
 // socket that comes back when something removes it, and connections
 // bounded so that a flood of them never takes the daemon's descriptors.
 
-// firstMessageWait bounds how long a new connection may take to send its
+// firstMessageWait bounds how long a new connection may take to wire.Send its
 // request; a client sends it as soon as it has connected. Only the first
 // message: an exec's connection then stays open as long as its command.
 const firstMessageWait = 5 * time.Second
@@ -190,11 +191,11 @@ func (d *Daemon) accept(ctx context.Context, ln *net.UnixListener) {
 			continue
 		}
 		if !d.conns.admit(conn) {
-			send(conn, Reply{Error: d.conns.busy()})
+			wire.Send(conn, Reply{Error: d.conns.busy()})
 			conn.Close()
 			continue
 		}
-		growBuffers(conn)
+		wire.GrowBuffers(conn)
 		go d.handle(ctx, conn)
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"github.com/warden-sandbox/warden/spec"
 )
 
@@ -655,10 +656,10 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 // would do anyway: no command ever runs without it). The claim does not
 // wait: the agent seals while the session's creator gets its answer.
 func (s *Session) seal() error {
-	conn, err := dialPacket(s.socketPath())
+	conn, err := wire.DialPacket(s.socketPath())
 	if err != nil {
 		return fmt.Errorf("agent unreachable: %w", err)
 	}
 	defer conn.Close()
-	return send(conn, execRequest{Seal: true})
+	return wire.Send(conn, execRequest{Seal: true})
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/egress"
+	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"github.com/warden-sandbox/warden/spec"
 )
 
@@ -790,7 +791,7 @@ func (s *Session) stopped() bool {
 	// A status that cannot be read (it reads a cgroup file) proves
 	// nothing: the sandbox is gone only if its agent does not answer
 	// either, and gc must never reap a live one.
-	conn, err := dialPacket(s.socketPath())
+	conn, err := wire.DialPacket(s.socketPath())
 	if err != nil {
 		return true
 	}
@@ -864,7 +865,7 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 		openablePipes(fds)
 	}
 	s.touch()
-	conn, err := dialPacket(s.socketPath())
+	conn, err := wire.DialPacket(s.socketPath())
 	if err != nil {
 		if s.stopped() {
 			return ExecResult{}, fmt.Errorf("session %s: %w; remove it with `warden session rm %s` (or `warden gc`) and create it again", s.ID, ErrSandboxStopped, s.ID)
@@ -872,24 +873,24 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 		return ExecResult{}, fmt.Errorf("session %s: agent unreachable: %w", s.ID, err)
 	}
 	defer conn.Close()
-	if err := send(conn, req, fds...); err != nil {
+	if err := wire.Send(conn, req, fds...); err != nil {
 		return ExecResult{}, err
 	}
 	if o.Tty {
 		// A terminal's master side comes in a first message.
 		var ev execEvent
-		files, err := receive(conn, &ev)
+		files, err := wire.Receive(conn, &ev)
 		if err != nil {
 			return ExecResult{}, fmt.Errorf("session %s: agent: %w", s.ID, err)
 		}
 		if !ev.Started {
-			closeAll(files)
+			wire.CloseAll(files)
 			return ExecResult{ExitCode: ev.Code, Error: ev.Error, Duration: time.Since(start)}, nil
 		}
 		if len(files) > 0 && o.OnTerminal != nil {
 			go o.OnTerminal(files[0])
 		} else {
-			closeAll(files)
+			wire.CloseAll(files)
 		}
 	}
 	res, err := s.wait(ctx, conn, timeout, o.Signals)
@@ -906,8 +907,8 @@ func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Dur
 	go func() {
 		for {
 			var ev execEvent
-			files, err := receive(conn, &ev)
-			closeAll(files)
+			files, err := wire.Receive(conn, &ev)
+			wire.CloseAll(files)
 			if err != nil {
 				errc <- err
 				return
@@ -941,12 +942,12 @@ func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Dur
 		case <-timer.C:
 			res.TimedOut = true
 			res.Error = fmt.Sprintf("killed: timeout %s exceeded", timeout)
-			send(conn, execControl{Kill: true})
+			wire.Send(conn, execControl{Kill: true})
 		case <-ctx.Done():
-			send(conn, execControl{Kill: true})
+			wire.Send(conn, execControl{Kill: true})
 			ctx = context.Background()
 		case sig := <-signals:
-			send(conn, execControl{Signal: int(sig)})
+			wire.Send(conn, execControl{Signal: int(sig)})
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package sandbox
+package wire
 
 import (
 	"errors"
@@ -27,8 +27,15 @@ func packetPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
 		return c.(*net.UnixConn)
 	}
 	a, b := conn(fds[0]), conn(fds[1])
-	growBuffers(a)
+	GrowBuffers(a)
 	return a, b
+}
+
+// message stands for any of warden's messages.
+type message struct {
+	Argv   []string `json:"argv"`
+	Cwd    string   `json:"cwd"`
+	Signal int      `json:"signal,omitempty"`
 }
 
 func TestProtocolRoundTrip(t *testing.T) {
@@ -40,15 +47,15 @@ func TestProtocolRoundTrip(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	big := strings.Repeat("x", 200<<10)
-	if err := send(a, execRequest{Argv: []string{"echo", big}, Cwd: "/w"}, int(w.Fd())); err != nil {
+	if err := Send(a, message{Argv: []string{"echo", big}, Cwd: "/w"}, int(w.Fd())); err != nil {
 		t.Fatal(err)
 	}
-	var got execRequest
-	files, err := receive(b, &got)
+	var got message
+	files, err := Receive(b, &got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeAll(files)
+	defer CloseAll(files)
 	if len(got.Argv) != 2 || got.Argv[1] != big || got.Cwd != "/w" || len(files) != 1 {
 		t.Fatalf("got argv %d, cwd %q, %d files", len(got.Argv), got.Cwd, len(files))
 	}
@@ -65,8 +72,8 @@ func TestProtocolRoundTrip(t *testing.T) {
 
 func TestProtocolRefusals(t *testing.T) {
 	a, b := packetPair(t)
-	if err := send(a, execRequest{Argv: []string{strings.Repeat("y", maxMessage)}}); !errors.Is(err, errMessageTooLarge) {
-		t.Fatalf("oversized send: %v", err)
+	if err := Send(a, message{Argv: []string{strings.Repeat("y", MaxMessage)}}); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("oversized Send: %v", err)
 	}
 	// A peer that writes garbage or an oversized message gets an error,
 	// and the connection stays usable for the next message.
@@ -76,7 +83,7 @@ func TestProtocolRefusals(t *testing.T) {
 		}
 	}
 	raw([]byte("{not json"))
-	raw(make([]byte, maxMessage+10))
+	raw(make([]byte, MaxMessage+10))
 	// One descriptor too many is named as such, not as a size.
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
@@ -88,21 +95,21 @@ func TestProtocolRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw([]byte(`{"signal":9}`))
-	var c execControl
-	if _, err := receive(b, &c); err == nil || !strings.Contains(err.Error(), "malformed") {
+	var c message
+	if _, err := Receive(b, &c); err == nil || !strings.Contains(err.Error(), "malformed") {
 		t.Fatalf("garbage: %v", err)
 	}
-	if _, err := receive(b, &c); !errors.Is(err, errMessageTooLarge) {
+	if _, err := Receive(b, &c); !errors.Is(err, ErrMessageTooLarge) {
 		t.Fatalf("oversized: %v", err)
 	}
-	if _, err := receive(b, &c); !errors.Is(err, errTooManyFDs) {
+	if _, err := Receive(b, &c); !errors.Is(err, ErrTooManyFDs) {
 		t.Fatalf("five descriptors: %v", err)
 	}
-	if _, err := receive(b, &c); err != nil || c.Signal != 9 {
+	if _, err := Receive(b, &c); err != nil || c.Signal != 9 {
 		t.Fatalf("next message: %+v %v", c, err)
 	}
 	a.Close()
-	if _, err := receive(b, &c); !errors.Is(err, errClosed) {
+	if _, err := Receive(b, &c); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after close: %v", err)
 	}
 }
