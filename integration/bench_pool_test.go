@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/policies"
-	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/runtime/daemon"
 )
 
 // poolBench drives one private root's daemon through the Go client, the
@@ -28,7 +28,7 @@ type poolBench struct {
 	policy string // file
 	text   string
 	vars   policies.Vars
-	c      *sandbox.Client
+	c      *daemon.Client
 }
 
 func newPoolBench(b *testing.B) *poolBench {
@@ -43,17 +43,17 @@ func newPoolBench(b *testing.B) *poolBench {
 	}
 	home, _ := os.UserHomeDir()
 	pb.vars = policies.Vars{SkillDir: dir, WorkDir: ws, Home: home}
-	pb.c = &sandbox.Client{Root: pb.root, Binary: wardenBinary}
+	pb.c = &daemon.Client{Root: pb.root, Binary: wardenBinary}
 	return pb
 }
 
 func (pb *poolBench) create(id string) error {
-	_, err := pb.c.Call(sandbox.Request{Op: "create", ID: id, Create: &sandbox.CreateRequest{PolicyTOML: pb.text, Vars: pb.vars}})
+	_, err := pb.c.Call(daemon.Request{Op: "create", ID: id, Create: &daemon.CreateRequest{PolicyTOML: pb.text, Vars: pb.vars}})
 	return err
 }
 
 func (pb *poolBench) remove(id string) error {
-	_, err := pb.c.Call(sandbox.Request{Op: "remove", ID: id, Force: true})
+	_, err := pb.c.Call(daemon.Request{Op: "remove", ID: id, Force: true})
 	return err
 }
 
@@ -63,7 +63,7 @@ func (pb *poolBench) exec(id string) error {
 		return err
 	}
 	defer null.Close()
-	res, err := pb.c.Exec(id, nil, sandbox.ExecRequest{Argv: []string{"/bin/true"}}, []*os.File{null, null, null}, nil, nil)
+	res, err := pb.c.Exec(id, nil, daemon.ExecRequest{Argv: []string{"/bin/true"}}, []*os.File{null, null, null}, nil, nil)
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Error)
 	}
@@ -73,13 +73,13 @@ func (pb *poolBench) exec(id string) error {
 func (pb *poolBench) fill(size int) {
 	vars := pb.vars
 	vars.WorkDir = ""
-	if _, err := pb.c.Call(sandbox.Request{Op: "pool.fill", Pool: &sandbox.PoolRequest{Files: []string{pb.policy}, Vars: vars, Size: size}}); err != nil {
+	if _, err := pb.c.Call(daemon.Request{Op: "pool.fill", Pool: &daemon.PoolRequest{Files: []string{pb.policy}, Vars: vars, Size: size}}); err != nil {
 		pb.b.Fatal(err)
 	}
 }
 
-func (pb *poolBench) status() sandbox.PoolInfo {
-	r, err := pb.c.Call(sandbox.Request{Op: "pool.status"})
+func (pb *poolBench) status() daemon.PoolInfo {
+	r, err := pb.c.Call(daemon.Request{Op: "pool.status"})
 	if err != nil || len(r.Pools) != 1 {
 		pb.b.Fatalf("pool status: %v %+v", err, r.Pools)
 	}
@@ -103,8 +103,8 @@ func (pb *poolBench) waitFull(n int) {
 
 // stop drains the pools, removes the sessions and ends the daemon.
 func (pb *poolBench) stop() {
-	pb.c.Call(sandbox.Request{Op: "pool.drain"})
-	if r, err := pb.c.Call(sandbox.Request{Op: "list"}); err == nil {
+	pb.c.Call(daemon.Request{Op: "pool.drain"})
+	if r, err := pb.c.Call(daemon.Request{Op: "list"}); err == nil {
 		for _, s := range r.Sessions {
 			pb.remove(s.ID)
 		}

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/warden-sandbox/warden/runtime/daemon"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,12 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 // poolInfo is a pool's line of `pool status --format json`.
-type poolInfo = sandbox.PoolInfo
+type poolInfo = daemon.PoolInfo
 
 func (r *wardenRoot) poolStatus() []poolInfo {
 	r.t.Helper()

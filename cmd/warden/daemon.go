@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/runtime/daemon"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
@@ -51,13 +52,13 @@ the file leaves the kernel as it is.`,
 		// The configuration first: a bad one leaves no state root behind.
 		configPath := cliContext.String("config")
 		if configPath == "" {
-			configPath = sandbox.ConfigPath(cliContext.String("root"))
+			configPath = daemon.ConfigPath(cliContext.String("root"))
 		} else if _, err := os.Stat(configPath); errors.Is(err, fs.ErrNotExist) {
 			// Only the default file may be missing: a named one that is not
 			// there is a typo, not an empty configuration.
 			return fmt.Errorf("--config %s: no such file; give an existing file, or leave --config out for the default", configPath)
 		}
-		config, err := sandbox.LoadConfig(configPath)
+		config, err := daemon.LoadConfig(configPath)
 		if err != nil {
 			return err
 		}
@@ -69,8 +70,8 @@ the file leaves the kernel as it is.`,
 		if audit == "" {
 			audit = sandbox.AuditPath(rt.Root)
 		}
-		d, err := sandbox.NewDaemon(rt, audit)
-		if errors.Is(err, sandbox.ErrDaemonRunning) {
+		d, err := daemon.NewDaemon(rt, audit)
+		if errors.Is(err, daemon.ErrDaemonRunning) {
 			return fmt.Errorf("%w (%s): one daemon per state root; stop that one (SIGTERM) to start another", err, rt.Root)
 		} else if err != nil {
 			return err
@@ -91,7 +92,7 @@ the file leaves the kernel as it is.`,
 		d.AdoptPools(config)
 		ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 		defer stop()
-		logrus.Infof("warden daemon serving %s", sandbox.SocketPath(rt.Root))
+		logrus.Infof("warden daemon serving %s", daemon.SocketPath(rt.Root))
 		return d.Serve(ctx)
 	},
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/runtime/daemon"
 	"github.com/warden-sandbox/warden/runtime/termfilter"
 )
 
@@ -57,7 +57,7 @@ config.json process as the base, in the running container CONTAINER-ID.`,
 		if err != nil {
 			return err
 		}
-		req := sandbox.ExecRequest{
+		req := daemon.ExecRequest{
 			Argv:      cliContext.Args().Slice(),
 			Env:       cliContext.StringSlice("env"),
 			CallerEnv: os.Environ(),
@@ -98,14 +98,14 @@ config.json process as the base, in the running container CONTAINER-ID.`,
 // session to make when it is missing; with folder flags alone, the folders
 // the existing session must have. Either way the daemon refuses to run the
 // command in a session that differs from it.
-func execCreateRequest(cliContext *cli.Context) (*sandbox.CreateRequest, error) {
+func execCreateRequest(cliContext *cli.Context) (*daemon.CreateRequest, error) {
 	if cliContext.IsSet("policy") {
 		return createRequest(cliContext)
 	}
 	if !cliContext.IsSet("workspace") && !cliContext.IsSet("skill-dir") && !cliContext.IsSet("data-dir") {
 		return nil, nil
 	}
-	create := &sandbox.CreateRequest{}
+	create := &daemon.CreateRequest{}
 	if err := folderFlags(cliContext, &create.Vars); err != nil {
 		return nil, err
 	}

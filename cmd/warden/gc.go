@@ -4,8 +4,7 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/runtime/daemon"
 )
 
 var gcCommand = &cli.Command{
@@ -15,7 +14,7 @@ var gcCommand = &cli.Command{
 		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
 			return err
 		}
-		r, err := client(cliContext).Call(sandbox.Request{Op: "gc"})
+		r, err := client(cliContext).Call(daemon.Request{Op: "gc"})
 		for _, item := range r.Removed {
 			fmt.Fprintf(cliContext.App.Writer, "removed %s\n", item)
 		}

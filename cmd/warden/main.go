@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/warden-sandbox/warden/runtime/daemon"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
@@ -187,7 +188,7 @@ func exitCode(err error) int {
 	if err == nil {
 		return 0
 	}
-	var se *sandbox.SignalError
+	var se *daemon.SignalError
 	if errors.As(err, &se) { // as if the signal had ended warden: nothing ran
 		fmt.Fprintf(os.Stderr, "warden: %v\n", err)
 		return 128 + int(se.Signal)

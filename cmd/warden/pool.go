@@ -9,8 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/runtime/daemon"
 )
 
 var poolCommand = &cli.Command{
@@ -41,15 +40,15 @@ var poolFillCommand = &cli.Command{
 			return err
 		}
 		size := cliContext.Int("size")
-		if size < 0 || size > sandbox.MaxPoolSize {
-			return fmt.Errorf("--size %d: use 0 to %d", size, sandbox.MaxPoolSize)
+		if size < 0 || size > daemon.MaxPoolSize {
+			return fmt.Errorf("--size %d: use 0 to %d", size, daemon.MaxPoolSize)
 		}
 		req, err := poolRequest(cliContext)
 		if err != nil {
 			return err
 		}
 		req.Size = size
-		r, err := client(cliContext).Call(sandbox.Request{Op: "pool.fill", Pool: req})
+		r, err := client(cliContext).Call(daemon.Request{Op: "pool.fill", Pool: req})
 		if err != nil {
 			return err
 		}
@@ -59,13 +58,13 @@ var poolFillCommand = &cli.Command{
 
 // poolRequest loads the --policy files (so a bad one fails here) and names
 // them by absolute path: the daemon re-reads them to follow changes.
-func poolRequest(cliContext *cli.Context) (*sandbox.PoolRequest, error) {
+func poolRequest(cliContext *cli.Context) (*daemon.PoolRequest, error) {
 	files := cliContext.StringSlice("policy")
 	_, vars, err := loadSandboxPolicy(cliContext, files)
 	if err != nil {
 		return nil, err
 	}
-	req := &sandbox.PoolRequest{Vars: vars}
+	req := &daemon.PoolRequest{Vars: vars}
 	req.Vars.WorkDir, req.Vars.DataDir = "", ""
 	for _, f := range files {
 		abs, err := filepath.Abs(f)
@@ -91,9 +90,9 @@ var poolStatusCommand = &cli.Command{
 		}
 		// No state root, no pools: as `session ls`, it makes neither the
 		// root nor a daemon.
-		var r sandbox.Reply
+		var r daemon.Reply
 		if c := client(cliContext); !errors.Is(statErr(c.Root), fs.ErrNotExist) {
-			if r, err = c.Call(sandbox.Request{Op: "pool.status"}); err != nil {
+			if r, err = c.Call(daemon.Request{Op: "pool.status"}); err != nil {
 				return err
 			}
 		}
@@ -111,7 +110,7 @@ var poolDrainCommand = &cli.Command{
 		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
 			return err
 		}
-		req := &sandbox.PoolRequest{}
+		req := &daemon.PoolRequest{}
 		for _, f := range cliContext.StringSlice("policy") {
 			abs, err := filepath.Abs(f)
 			if err != nil {
@@ -122,7 +121,7 @@ var poolDrainCommand = &cli.Command{
 		if len(req.Files) == 0 {
 			req = nil
 		}
-		r, err := client(cliContext).Call(sandbox.Request{Op: "pool.drain", Pool: req})
+		r, err := client(cliContext).Call(daemon.Request{Op: "pool.drain", Pool: req})
 		if err != nil {
 			return err
 		}
@@ -130,10 +129,10 @@ var poolDrainCommand = &cli.Command{
 	},
 }
 
-func printPools(cliContext *cli.Context, pools []sandbox.PoolInfo, format string) error {
+func printPools(cliContext *cli.Context, pools []daemon.PoolInfo, format string) error {
 	w := cliContext.App.Writer
 	if pools == nil {
-		pools = []sandbox.PoolInfo{}
+		pools = []daemon.PoolInfo{}
 	}
 	if format == "json" {
 		enc := json.NewEncoder(w)

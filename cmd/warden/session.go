@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/warden-sandbox/warden/runtime/daemon"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
@@ -43,7 +44,7 @@ var sessionCreateCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		if _, err := client(cliContext).Call(sandbox.Request{Op: "create", ID: id, Create: create}); err != nil {
+		if _, err := client(cliContext).Call(daemon.Request{Op: "create", ID: id, Create: create}); err != nil {
 			return err
 		}
 		fmt.Fprintln(cliContext.App.Writer, id)
@@ -53,7 +54,7 @@ var sessionCreateCommand = &cli.Command{
 
 // createRequest loads the --policy files and the path variables into what
 // the daemon needs to create a session.
-func createRequest(cliContext *cli.Context) (*sandbox.CreateRequest, error) {
+func createRequest(cliContext *cli.Context) (*daemon.CreateRequest, error) {
 	p, vars, err := loadSandboxPolicy(cliContext, cliContext.StringSlice("policy"))
 	if err != nil {
 		return nil, err
@@ -62,7 +63,7 @@ func createRequest(cliContext *cli.Context) (*sandbox.CreateRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sandbox.CreateRequest{PolicyTOML: string(text), Vars: vars}, nil
+	return &daemon.CreateRequest{PolicyTOML: string(text), Vars: vars}, nil
 }
 
 func statErr(path string) error {
@@ -70,9 +71,9 @@ func statErr(path string) error {
 	return err
 }
 
-func client(cliContext *cli.Context) *sandbox.Client {
+func client(cliContext *cli.Context) *daemon.Client {
 	root, _ := filepath.Abs(cliContext.String("root"))
-	return &sandbox.Client{Root: root}
+	return &daemon.Client{Root: root}
 }
 
 var sessionListCommand = &cli.Command{
@@ -90,16 +91,16 @@ var sessionListCommand = &cli.Command{
 		}
 		// No state root, no sessions: listing makes neither a root nor a
 		// daemon (a mistyped --root would otherwise leave both behind).
-		var r sandbox.Reply
+		var r daemon.Reply
 		if c := client(cliContext); !errors.Is(statErr(c.Root), fs.ErrNotExist) {
-			if r, err = c.Call(sandbox.Request{Op: "list"}); err != nil {
+			if r, err = c.Call(daemon.Request{Op: "list"}); err != nil {
 				return err
 			}
 		}
 		w := cliContext.App.Writer
 		if format == "json" {
 			if r.Sessions == nil {
-				r.Sessions = []sandbox.SessionInfo{}
+				r.Sessions = []daemon.SessionInfo{}
 			}
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
@@ -140,7 +141,7 @@ var sessionRemoveCommand = &cli.Command{
 		c := client(cliContext)
 		failed := 0
 		for _, id := range ids {
-			if _, err := c.Call(sandbox.Request{Op: "remove", ID: id, Force: cliContext.Bool("force")}); err != nil {
+			if _, err := c.Call(daemon.Request{Op: "remove", ID: id, Force: cliContext.Bool("force")}); err != nil {
 				fmt.Fprintf(os.Stderr, "warden: %v\n", err)
 				failed++
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/warden-sandbox/warden/runtime/daemon"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
@@ -69,15 +70,15 @@ func TestJSONString(t *testing.T) {
 // parseReply must read what the daemon's encoder writes.
 func TestParseReply(t *testing.T) {
 	for _, c := range []struct {
-		reply sandbox.Reply
+		reply daemon.Reply
 		want  reply
 	}{
-		{sandbox.Reply{Started: true}, reply{}},
-		{sandbox.Reply{Error: "no such session: x; create it <first>"}, reply{hasError: true, err: "no such session: x; create it <first>"}},
-		{sandbox.Reply{Result: &sandbox.ExecResult{ExitCode: 0, Duration: time.Millisecond}}, reply{hasResult: true}},
-		{sandbox.Reply{Result: &sandbox.ExecResult{ExitCode: 137, Signal: 9, OOM: true, Error: "killed: memory limit 64MiB exceeded"}},
+		{daemon.Reply{Started: true}, reply{}},
+		{daemon.Reply{Error: "no such session: x; create it <first>"}, reply{hasError: true, err: "no such session: x; create it <first>"}},
+		{daemon.Reply{Result: &sandbox.ExecResult{ExitCode: 0, Duration: time.Millisecond}}, reply{hasResult: true}},
+		{daemon.Reply{Result: &sandbox.ExecResult{ExitCode: 137, Signal: 9, OOM: true, Error: "killed: memory limit 64MiB exceeded"}},
 			reply{hasResult: true, exit: 137, resultErr: "killed: memory limit 64MiB exceeded"}},
-		{sandbox.Reply{Result: &sandbox.ExecResult{ExitCode: 127, Error: "nope: \"x\" \u2028 \U0001F600 \x01"}},
+		{daemon.Reply{Result: &sandbox.ExecResult{ExitCode: 127, Error: "nope: \"x\" \u2028 \U0001F600 \x01"}},
 			reply{hasResult: true, exit: 127, resultErr: "nope: \"x\" \u2028 \U0001F600 \x01"}},
 	} {
 		msg, err := json.Marshal(c.reply)
@@ -102,7 +103,7 @@ func FuzzParseReply(f *testing.F) {
 	f.Add([]byte(`{"error":"\ud83d\ude00"}`))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		got, ok := parseReply(msg)
-		var r sandbox.Reply
+		var r daemon.Reply
 		// The daemon's encoder writes valid UTF-8 only; Go's decoder
 		// replaces invalid bytes where the C code keeps them.
 		if !ok || !utf8.Valid(msg) || json.Unmarshal(msg, &r) != nil {

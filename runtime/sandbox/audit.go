@@ -50,11 +50,11 @@ type AuditRecord struct {
 	Hosts []string `json:"hosts,omitempty"`
 }
 
-// auditLog appends JSON lines to a file, one write() per record on a
+// AuditLog appends JSON lines to a file, one write() per record on a
 // descriptor opened O_APPEND, so lines from concurrent commands never
 // interleave. One whose file could not be opened has only err, why not,
 // and drops its lines.
-type auditLog struct {
+type AuditLog struct {
 	mu     sync.Mutex
 	f      *os.File
 	err    error
@@ -74,13 +74,13 @@ var ErrAuditWrite = errors.New("the audit log could not be written")
 // code, signal, duration and an error message.
 const recordRoom = 1024
 
-// openAudit opens an audit log for appending, refusing anything but a
+// OpenAuditLog opens an audit log for appending, refusing anything but a
 // regular file without following a link: a FIFO would block the open
 // (and the command waiting for its line) until a reader came, a symbolic
 // link would put the lines wherever it points. O_NONBLOCK keeps the open
 // of a FIFO from waiting; it is cleared once the file is known to be
 // regular.
-func openAudit(path string) (*auditLog, error) {
+func OpenAuditLog(path string) (*AuditLog, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func openAudit(path string) (*auditLog, error) {
 		var made int
 		made, err = unix.Open(path, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err == nil {
-			return &auditLog{f: os.NewFile(uintptr(made), path)}, nil
+			return &AuditLog{f: os.NewFile(uintptr(made), path)}, nil
 		}
 		if !errors.Is(err, unix.EEXIST) {
 			return nil, notRegular(path, err)
@@ -115,7 +115,7 @@ func openAudit(path string) (*auditLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &auditLog{f: os.NewFile(uintptr(wfd), path)}, nil
+	return &AuditLog{f: os.NewFile(uintptr(wfd), path)}, nil
 }
 
 // notRegular says what stands at path instead of a regular file (or why
@@ -148,7 +148,7 @@ func notRegular(path string, err error) error {
 
 // write appends a record. It says when the record could not be written
 // (and the daemon's log says so too, once until a write succeeds again).
-func (a *auditLog) write(r AuditRecord) error {
+func (a *AuditLog) Write(r AuditRecord) error {
 	if a == nil || a.f == nil {
 		return nil // no log at all: auditSink said so once
 	}
@@ -179,7 +179,7 @@ func (a *auditLog) write(r AuditRecord) error {
 // it short, never split it among others. A part written is cut off again,
 // and a line that does not follow a newline (one cut short by a crash)
 // starts with one, so every record stays a line of its own.
-func (a *auditLog) appendLine(line []byte) error {
+func (a *AuditLog) appendLine(line []byte) error {
 	fd := int(a.f.Fd())
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -213,7 +213,7 @@ func (a *auditLog) appendLine(line []byte) error {
 	return a.writeError(err)
 }
 
-func (a *auditLog) writeError(err error) error {
+func (a *AuditLog) writeError(err error) error {
 	return fmt.Errorf("%w: %s: %v", ErrAuditWrite, a.f.Name(), err)
 }
 
@@ -223,7 +223,7 @@ func (a *auditLog) writeError(err error) error {
 // command: the error says why. release gives the room back. A file
 // system that cannot keep room (no fallocate) is not refused; the
 // record's write is then the only check.
-func (a *auditLog) reserve(r AuditRecord) (int64, error) {
+func (a *AuditLog) reserve(r AuditRecord) (int64, error) {
 	if a == nil || a.f == nil {
 		return 0, nil
 	}
@@ -250,7 +250,7 @@ func (a *auditLog) reserve(r AuditRecord) (int64, error) {
 	return n, nil
 }
 
-func (a *auditLog) release(n int64) {
+func (a *AuditLog) release(n int64) {
 	if a == nil || n == 0 {
 		return
 	}
@@ -287,7 +287,7 @@ func TerminalSafe(line []byte) []byte {
 	return out
 }
 
-func (a *auditLog) close() {
+func (a *AuditLog) Close() {
 	if a != nil && a.f != nil {
 		a.f.Close()
 	}
@@ -307,14 +307,14 @@ func (rt *Runtime) OpenAudit() error {
 
 // rootAudit is the daemon's audit log, or for a runtime without one the
 // root's, opened once.
-func (rt *Runtime) rootAudit() *auditLog {
+func (rt *Runtime) rootAudit() *AuditLog {
 	rt.auditOnce.Do(func() {
 		if rt.audit != nil {
 			return
 		}
-		a, err := openAudit(AuditPath(rt.Root))
+		a, err := OpenAuditLog(AuditPath(rt.Root))
 		if err != nil {
-			a = &auditLog{err: fmt.Errorf("audit log: %w", err)}
+			a = &AuditLog{err: fmt.Errorf("audit log: %w", err)}
 		}
 		rt.audit = a
 	})
@@ -323,7 +323,7 @@ func (rt *Runtime) rootAudit() *auditLog {
 
 // auditSink is where exec lines and egress decisions go; a caller that
 // did not check OpenAudit hears once that they are lost.
-func (rt *Runtime) auditSink() *auditLog {
+func (rt *Runtime) auditSink() *AuditLog {
 	a := rt.rootAudit()
 	if a.err != nil {
 		a.warned.Do(func() {

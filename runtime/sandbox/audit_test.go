@@ -31,13 +31,13 @@ func TestAuditTerminalSafe(t *testing.T) {
 	}
 
 	path := filepath.Join(t.TempDir(), "audit.log")
-	a, err := openAudit(path)
+	a, err := OpenAuditLog(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	host := "x\u009b2J\u009d0;PWN\u0007\u202e.evil"
-	a.write(AuditRecord{Event: "net.deny", Host: host, Argv: []string{"echo", "\u009b31m"}})
-	a.close()
+	a.Write(AuditRecord{Event: "net.deny", Host: host, Argv: []string{"echo", "\u009b31m"}})
+	a.Close()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -78,9 +78,9 @@ func TestOpenAuditNotRegular(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() {
-				a, err := openAudit(path)
+				a, err := OpenAuditLog(path)
 				if err == nil {
-					a.close()
+					a.Close()
 				}
 				done <- err
 			}()
@@ -90,7 +90,7 @@ func TestOpenAuditNotRegular(t *testing.T) {
 					t.Fatalf("error %v, want %q", err, tc.want)
 				}
 			case <-time.After(5 * time.Second):
-				t.Fatal("openAudit blocks")
+				t.Fatal("OpenAuditLog blocks")
 			}
 		})
 	}
@@ -111,7 +111,7 @@ func TestOpenAuditNotRegular(t *testing.T) {
 	if err := rt.OpenAudit(); err == nil || !strings.HasPrefix(err.Error(), "audit log: "+AuditPath(root)+" is a named pipe") {
 		t.Fatalf("OpenAudit: %v", err)
 	}
-	rt.auditSink().write(AuditRecord{Event: "exec"})
+	rt.auditSink().Write(AuditRecord{Event: "exec"})
 	if err := (&Runtime{Root: filepath.Join(dir, "new")}).OpenAudit(); err != nil {
 		t.Errorf("OpenAudit of a root not made yet: %v", err)
 	}
@@ -128,13 +128,13 @@ func TestAuditAfterTornLine(t *testing.T) {
 	if err := os.WriteFile(path, []byte(torn), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, err := openAudit(path)
+	a, err := OpenAuditLog(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.close()
+	defer a.Close()
 	for _, id := range []string{"s1", "s2"} {
-		if err := a.write(AuditRecord{Event: "session.create", Session: id}); err != nil {
+		if err := a.Write(AuditRecord{Event: "session.create", Session: id}); err != nil {
 			t.Fatal(err)
 		}
 	}

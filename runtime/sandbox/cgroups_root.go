@@ -21,13 +21,13 @@ func (rt *Runtime) cgroupPath(container string) string {
 }
 
 // sessionContainer is the libcontainer id of a session: its own id, or
-// the pooled container's it was claimed from. Reaping a session whose
+// the Pooled container's it was claimed from. Reaping a session whose
 // session.json is damaged must still find that container: a claimed
 // session's folder also holds the pool.json it was started with, and
 // every session's config.json names its cgroup, which is the
 // container's id.
-func (rt *Runtime) sessionContainer(id string) string {
-	dir := rt.sessionDir(id)
+func (rt *Runtime) SessionContainer(id string) string {
+	dir := rt.SessionDir(id)
 	for _, f := range []struct {
 		file string
 		id   func(data []byte) string
@@ -61,7 +61,7 @@ func (rt *Runtime) sessionContainer(id string) string {
 			return filepath.Base(c.Linux.CgroupsPath)
 		}},
 	} {
-		data, err := readStateFile(filepath.Join(dir, f.file))
+		data, err := ReadStateFile(filepath.Join(dir, f.file))
 		if err != nil || !json.Valid(data) {
 			continue
 		}

@@ -1,5 +1,7 @@
-// Package runtime runs sandboxes: it probes the host, and (as warden grows)
-// owns containers, sessions, the warm pool, the daemon, the egress proxy and
-// the audit log; the in-sandbox agent it starts is C, in runtime/preinit. It is the only package that imports
-// runc's libcontainer.
+// Package sandbox runs a session's life on one state root: it turns a
+// policy into a container whose PID 1 is warden's agent (runtime/agent),
+// starts and tears it down, warms pooled containers and binds a session's
+// folders into one, runs commands through the agent, serves the session's
+// egress proxy and writes the audit log. It is warden's Go API for programs
+// that link it (New, Runtime.Create, Session.Exec).
 package sandbox

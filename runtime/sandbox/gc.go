@@ -41,13 +41,13 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		}
 		// A session another process runs (warden do, a Go program, a
 		// create under way) is live too, its container and cgroup with it.
-		hold, err := holdDir(rt.sessionDir(id), false)
-		if errors.Is(err, errHeld) {
+		hold, err := HoldDir(rt.SessionDir(id), false)
+		if errors.Is(err, ErrHeld) {
 			live[id] = true
 			continue
 		}
-		if !madeByWarden(rt.sessionDir(id), "session.json", "bundle", "late") {
-			errs = append(errs, fmt.Errorf("left %s: warden did not make it (no session state in it); move it out of warden's state root", rt.sessionDir(id)))
+		if !madeByWarden(rt.SessionDir(id), "session.json", "bundle", "late") {
+			errs = append(errs, fmt.Errorf("left %s: warden did not make it (no session state in it); move it out of warden's state root", rt.SessionDir(id)))
 		} else if err := rt.destroy(id); err != nil {
 			errs = append(errs, fmt.Errorf("session %s: %w", id, err))
 		} else {
@@ -93,7 +93,7 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		}
 		removed = append(removed, "cgroup "+dir)
 	}
-	rt.removeRootCgroups()
+	rt.RemoveRootCgroups()
 	removed = append(removed, rt.gcLeases(live)...)
 	mounts := hostfs.MountsUnder(rt.Root)
 	slices.Reverse(mounts) // deepest first
@@ -170,7 +170,7 @@ func isRootTag(dir string) bool {
 }
 
 // removeRootCgroups removes this root's own cgroup folders once empty.
-func (rt *Runtime) removeRootCgroups() {
+func (rt *Runtime) RemoveRootCgroups() {
 	for _, base := range []string{"/sys/fs/cgroup/*", "/sys/fs/cgroup"} {
 		matches, _ := filepath.Glob(base + cgroupParent + "/" + rt.rootTag())
 		for _, m := range matches {
@@ -203,8 +203,8 @@ func removeCgroup(dir string) error {
 // orphans lists the containers of this root, by libcontainer state or by
 // cgroup, that nothing owns: no id in owned, no session folder (a sandbox
 // another process runs, or one being made, has one before its container)
-// and no pooled container's folder.
-func (rt *Runtime) orphans(owned map[string]bool) []string {
+// and no Pooled container's folder.
+func (rt *Runtime) Orphans(owned map[string]bool) []string {
 	seen := map[string]bool{}
 	var out []string
 	consider := func(id string) {
@@ -212,7 +212,7 @@ func (rt *Runtime) orphans(owned map[string]bool) []string {
 			return
 		}
 		seen[id] = true
-		for _, dir := range []string{rt.sessionDir(id), filepath.Join(rt.poolDir(), id)} {
+		for _, dir := range []string{rt.SessionDir(id), filepath.Join(rt.PoolDir(), id)} {
 			if _, err := os.Lstat(dir); err == nil {
 				return
 			}

@@ -33,7 +33,7 @@ func TestCheckRoot(t *testing.T) {
 	}
 }
 
-// makeStateDir gives the folders it creates 0711 whatever the umask, and
+// MakeStateDir gives the folders it creates 0711 whatever the umask, and
 // leaves the mode of those that exist alone.
 func TestMakeStateDir(t *testing.T) {
 	old := syscall.Umask(0o077)
@@ -45,7 +45,7 @@ func TestMakeStateDir(t *testing.T) {
 	}
 	os.Chmod(existing, 0o750)
 	dir := filepath.Join(existing, "a", "b")
-	if err := makeStateDir(dir); err != nil {
+	if err := MakeStateDir(dir); err != nil {
 		t.Fatal(err)
 	}
 	for p, want := range map[string]os.FileMode{base: 0o700, existing: 0o750, filepath.Dir(dir): 0o711, dir: 0o711} {
@@ -57,11 +57,11 @@ func TestMakeStateDir(t *testing.T) {
 			t.Errorf("%s: mode %04o, want %04o", p, got, want)
 		}
 	}
-	if err := makeStateDir(dir); err != nil {
+	if err := MakeStateDir(dir); err != nil {
 		t.Errorf("again: %v", err)
 	}
-	if err := checkTraversable(filepath.Join(existing, "new")); err == nil || !strings.Contains(err.Error(), "chmod o+x "+existing) {
-		t.Errorf("checkTraversable under a 0750 folder: %v", err)
+	if err := CheckTraversable(filepath.Join(existing, "new")); err == nil || !strings.Contains(err.Error(), "chmod o+x "+existing) {
+		t.Errorf("CheckTraversable under a 0750 folder: %v", err)
 	}
 }
 
@@ -93,7 +93,7 @@ func TestCheckExec(t *testing.T) {
 }
 
 func TestUTF8Env(t *testing.T) {
-	got := utf8Env([]string{"A=1", "B=\xff", "C=é"})
+	got := UTF8Env([]string{"A=1", "B=\xff", "C=é"})
 	if strings.Join(got, " ") != "A=1 C=é" {
 		t.Errorf("got %q", got)
 	}

@@ -35,7 +35,7 @@ func Rlimit(r specs.POSIXRlimit) (configs.Rlimit, error) {
 // oomKills reads how many processes the kernel's OOM killer has killed in
 // the session's cgroup.
 func (s *Session) oomKills() uint64 {
-	path := s.rt.cgroupPath(s.containerID())
+	path := s.rt.cgroupPath(s.ContainerID())
 	if cgroups.Mode() == cgroups.Unified {
 		m, err := cgroup2.Load(path)
 		if err != nil {

@@ -24,11 +24,11 @@ const EgressHostsEnv = "WARDEN_EGRESS_HOSTS"
 // startEgress serves a session's network.allow list: a listener on
 // spec.EgressProxyAddr inside the sandbox's network namespace, answered by
 // a proxy in this process, which dials from the host. It must run before
-// any sandboxed code does (at create, or when a pooled sandbox is claimed,
+// any sandboxed code does (at create, or when a Pooled sandbox is claimed,
 // or when a daemon re-adopts a session), else the sandbox could take the
 // port. Without a network.allow list there is nothing to serve: the
 // sandbox has loopback only.
-func (rt *Runtime) startEgress(s *Session) error {
+func (rt *Runtime) StartEgress(s *Session) error {
 	if s.egress != nil || len(s.policy.Network.Allow) == 0 {
 		return nil
 	}
@@ -58,7 +58,7 @@ func (rt *Runtime) startEgress(s *Session) error {
 		Allow:  allow,
 		Hosts:  hosts,
 		Audit: func(r egress.Record) {
-			audit.write(netRecord(s, r))
+			audit.Write(netRecord(s, r))
 		},
 	})
 	s.egress = p
@@ -67,7 +67,7 @@ func (rt *Runtime) startEgress(s *Session) error {
 }
 
 // stopEgress closes the session's listener and every connection through it.
-func (s *Session) stopEgress() {
+func (s *Session) StopEgress() {
 	if s.egress != nil {
 		s.egress.Close()
 		s.egress = nil

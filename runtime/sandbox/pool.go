@@ -31,7 +31,7 @@ import (
 // the session's own folders ($WORK_DIR at /workspace, $DATA_DIR at /data):
 // those are bound into the running container when a session claims it.
 //
-// Which pooled container may serve a session is decided by content, not by
+// Which Pooled container may serve a session is decided by content, not by
 // names: the key of a container is a hash of its spec and rootfs without
 // those late mounts (bundle paths and the container's name left out). A
 // claim generates the spec a cold start would use for the session, and
@@ -42,22 +42,22 @@ import (
 
 // poolDir holds the pool's containers: ROOT/pool/<container>/ with
 // pool.json, the bundle, the agent's socket and log.
-func (rt *Runtime) poolDir() string { return filepath.Join(rt.Root, "pool") }
+func (rt *Runtime) PoolDir() string { return filepath.Join(rt.Root, "pool") }
 
-// placeholder stands for the session folders while a pooled container is
+// placeholder stands for the session folders while a Pooled container is
 // generated: an empty folder of warden's own in its state root, which no
 // sandbox ever sees. The state root may lie where no grant may be (the
 // default, /run/warden): the spec's checks let this one folder stand at
 // /workspace and /data because its binds are split off, never mounted.
-func (rt *Runtime) placeholder() string { return filepath.Join(rt.poolDir(), ".empty") }
+func (rt *Runtime) placeholder() string { return filepath.Join(rt.PoolDir(), ".empty") }
 
 // makePoolDir creates the pool folder, traversable (not listable) by the
 // sandboxes' host user like the rest of the root, and the placeholder.
-func (rt *Runtime) makePoolDir() error {
-	if err := rt.makeDirs(); err != nil {
+func (rt *Runtime) MakePoolDir() error {
+	if err := rt.MakeDirs(); err != nil {
 		return err
 	}
-	if err := makeStateDir(rt.poolDir()); err != nil {
+	if err := MakeStateDir(rt.PoolDir()); err != nil {
 		return err
 	}
 	if err := os.Mkdir(rt.placeholder(), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -97,8 +97,8 @@ func readDirNames(dir string) ([]string, error) {
 	return f.Readdirnames(0)
 }
 
-// pooled is one ready container of a warm pool, as kept in its pool.json.
-type pooled struct {
+// Pooled is one ready container of a warm pool, as kept in its pool.json.
+type Pooled struct {
 	ID         string        `json:"id"`
 	Key        string        `json:"key"`
 	PolicyName string        `json:"policy"`
@@ -117,9 +117,9 @@ type pooled struct {
 	mntns     *os.File // the sandbox's mount namespace, held from its start: no pid can be mistaken
 }
 
-// attach keeps a handle on a running pooled container and its mount
+// attach keeps a handle on a running Pooled container and its mount
 // namespace.
-func (p *pooled) attach(c *libcontainer.Container) error {
+func (p *Pooled) attach(c *libcontainer.Container) error {
 	ns, err := mountNamespace(c)
 	if err != nil {
 		return err
@@ -151,15 +151,15 @@ func mountNamespace(c *libcontainer.Container) (*os.File, error) {
 	return ns, nil
 }
 
-// close drops the handles; the container itself is left as it is.
-func (p *pooled) close() {
+// Close drops the handles; the container itself is left as it is.
+func (p *Pooled) Close() {
 	if p.mntns != nil {
 		p.mntns.Close()
 		p.mntns = nil
 	}
 }
 
-func (p *pooled) dir(rt *Runtime) string { return filepath.Join(rt.poolDir(), p.ID) }
+func (p *Pooled) dir(rt *Runtime) string { return filepath.Join(rt.PoolDir(), p.ID) }
 
 // isLate reports whether a sandbox path belongs to the session's folders.
 func isLate(dest string) bool {
@@ -188,17 +188,17 @@ func (rt *Runtime) sessionSpec(p *policies.Policy, vars policies.Vars, id spec.I
 	return rt.generate(p, vars, id, container, bundleDir, false)
 }
 
-// pooledSpec generates the spec of a pooled sandbox: the placeholder
+// pooledSpec generates the spec of a Pooled sandbox: the placeholder
 // stands for the session's folders.
 func (rt *Runtime) pooledSpec(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string) (*spec.Bundle, error) {
 	vars.WorkDir, vars.DataDir = rt.placeholder(), rt.placeholder()
 	return rt.generate(p, vars, id, container, bundleDir, true)
 }
 
-// generate is sessionSpec, or with pooled pooledSpec. Only a pooled
+// generate is sessionSpec, or with Pooled pooledSpec. Only a Pooled
 // sandbox's spec treats the placeholder as warden's own: a session that
 // names it as its workspace is a grant inside the state root, refused.
-func (rt *Runtime) generate(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string, pooled bool) (*spec.Bundle, error) {
+func (rt *Runtime) generate(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string, Pooled bool) (*spec.Bundle, error) {
 	host, err := spec.DetectHost()
 	if err != nil {
 		return nil, err
@@ -210,7 +210,7 @@ func (rt *Runtime) generate(p *policies.Policy, vars policies.Vars, id spec.Iden
 		Policy: p, Vars: vars, Host: host, BundleDir: bundleDir, Identity: id,
 		Agent: rt.Binary, CgroupsPath: rt.cgroupPath(container), Hostname: "sandbox",
 	}
-	if pooled {
+	if Pooled {
 		// The session's folders, and the deny rules in them, are checked
 		// when a claim generates the spec with the real ones.
 		o.Placeholder = rt.placeholder()
@@ -220,7 +220,7 @@ func (rt *Runtime) generate(p *policies.Policy, vars policies.Vars, id spec.Iden
 		return nil, err
 	}
 	b.Spec.Process.Args = agentArgs(b.Spec)
-	if err := rt.checkStateRoot(b, bundleDir, pooled); err != nil {
+	if err := rt.checkStateRoot(b, bundleDir, Pooled); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -267,7 +267,7 @@ func systemSource(src string) bool {
 // warden's own state, which gc removes. Nor may a writable grant hold
 // warden's binary (the sandbox would replace what root runs next) or the
 // audit log (it would rewrite the record of what it did).
-func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, pooled bool) error {
+func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, Pooled bool) error {
 	root, err := resolveMissing(rt.Root) // made only once the spec is good
 	if err != nil {
 		return err
@@ -291,8 +291,8 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, pooled bool)
 		if m.Type != "bind" || m.Source == rt.Binary {
 			continue
 		}
-		if pooled && m.Source == placeholder && isLate(m.Destination) {
-			continue // the placeholder stands for a pooled sandbox's folders, never mounted
+		if Pooled && m.Source == placeholder && isLate(m.Destination) {
+			continue // the placeholder stands for a Pooled sandbox's folders, never mounted
 		}
 		if _, own := hostfs.Under(m.Source, masks); own {
 			continue
@@ -323,7 +323,7 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, pooled bool)
 	return nil
 }
 
-// poolView splits a generated bundle into the key of the pooled container
+// poolView splits a generated bundle into the key of the Pooled container
 // that can serve it and the mounts a claim binds late, in the order the
 // spec mounts them.
 func poolView(b *spec.Bundle, bundleDir string) (key string, late []specs.Mount, err error) {
@@ -339,7 +339,7 @@ func poolView(b *spec.Bundle, bundleDir string) (key string, late []specs.Mount,
 	if sp.Linux != nil {
 		sp.Linux.CgroupsPath = ""
 	}
-	// Every pooled sandbox has a uid of its own; a claim moves the
+	// Every Pooled sandbox has a uid of its own; a claim moves the
 	// session's mounts to it.
 	spec.Reidentify(&sp, spec.SpecIdentity(&sp), spec.DefaultIdentity)
 	view, err := json.Marshal(struct {
@@ -357,11 +357,11 @@ func poolView(b *spec.Bundle, bundleDir string) (key string, late []specs.Mount,
 
 // poolKey is the key of the containers a pool keeps for a policy, its
 // skill folder and $HOME.
-func (rt *Runtime) poolKey(p *policies.Policy, vars policies.Vars) (string, error) {
-	if err := rt.makePoolDir(); err != nil {
+func (rt *Runtime) PoolKey(p *policies.Policy, vars policies.Vars) (string, error) {
+	if err := rt.MakePoolDir(); err != nil {
 		return "", err
 	}
-	dir := filepath.Join(rt.poolDir(), "key")
+	dir := filepath.Join(rt.PoolDir(), "key")
 	b, err := rt.pooledSpec(p, vars, spec.Identity{}, "key", dir)
 	if err != nil {
 		return "", err
@@ -370,7 +370,7 @@ func (rt *Runtime) poolKey(p *policies.Policy, vars policies.Vars) (string, erro
 	return key, err
 }
 
-func newPoolID() string {
+func NewPoolID() string {
 	var b [6]byte
 	rand.Read(b[:])
 	return "pool-" + hex.EncodeToString(b[:])
@@ -379,17 +379,17 @@ func newPoolID() string {
 // startPooled starts one warm container for a policy: the agent runs, but
 // waits for a claim to bind the session's folders and seal it before it
 // runs any command.
-func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars) (_ *pooled, err error) {
-	if err := rt.makePoolDir(); err != nil {
+func (rt *Runtime) StartPooled(id string, p *policies.Policy, vars policies.Vars) (_ *Pooled, err error) {
+	if err := rt.MakePoolDir(); err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(rt.poolDir(), id)
+	dir := filepath.Join(rt.PoolDir(), id)
 	if err := os.Mkdir(dir, 0o711); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			rt.destroyPooled(id)
+			rt.DestroyPooled(id)
 		}
 	}()
 	identity, lease, err := rt.leaseIdentity(id)
@@ -413,7 +413,7 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 	// claim start cold rather than trust a mask on the old one.
 	masked := maskedFiles(b.Spec, bundleDir)
 	b.Spec.Mounts, _ = splitLate(b.Spec.Mounts)
-	b.Spec.Process.Args = append(b.Spec.Process.Args, "--pooled")
+	b.Spec.Process.Args = append(b.Spec.Process.Args, "--Pooled")
 	if err := spec.WriteBundle(bundleDir, b); err != nil {
 		return nil, err
 	}
@@ -429,12 +429,12 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 	}
 	vars.WorkDir, vars.DataDir = "", ""
 	vars.WorkDir, vars.DataDir = rt.placeholder(), rt.placeholder()
-	pc := &pooled{ID: id, Key: key, PolicyName: p.Name, PolicyHash: p.Hash(), PolicyTOML: string(text), Vars: vars, Created: time.Now().UTC(), Masked: masked, Identity: identity}
+	pc := &Pooled{ID: id, Key: key, PolicyName: p.Name, PolicyHash: p.Hash(), PolicyTOML: string(text), Vars: vars, Created: time.Now().UTC(), Masked: masked, Identity: identity}
 	data, err := json.MarshalIndent(pc, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	if err := writeStateFile(filepath.Join(dir, "pool.json"), data); err != nil {
+	if err := WriteStateFile(filepath.Join(dir, "pool.json"), data); err != nil {
 		return nil, err
 	}
 	s := &Session{ID: id, rt: rt, home: dir}
@@ -450,16 +450,16 @@ func (rt *Runtime) startPooled(id string, p *policies.Policy, vars policies.Vars
 // loadPooled re-adopts a ready container a previous daemon left. One that
 // a claim had begun to bind (it has a session.json) or whose sandbox died
 // is an error: the caller reaps it.
-func (rt *Runtime) loadPooled(id string) (*pooled, error) {
-	dir := filepath.Join(rt.poolDir(), id)
+func (rt *Runtime) LoadPooled(id string) (*Pooled, error) {
+	dir := filepath.Join(rt.PoolDir(), id)
 	if _, err := os.Stat(filepath.Join(dir, "session.json")); err == nil {
 		return nil, errors.New("a claim was under way when the daemon stopped")
 	}
-	data, err := readStateFile(filepath.Join(dir, "pool.json"))
+	data, err := ReadStateFile(filepath.Join(dir, "pool.json"))
 	if err != nil {
 		return nil, err
 	}
-	pc := &pooled{}
+	pc := &Pooled{}
 	if err := json.Unmarshal(data, pc); err != nil || pc.ID != id {
 		return nil, fmt.Errorf("pool.json: bad state (%v)", err)
 	}
@@ -474,8 +474,8 @@ func (rt *Runtime) loadPooled(id string) (*pooled, error) {
 }
 
 // pooledIDs lists the containers under the pool folder.
-func (rt *Runtime) pooledIDs() []string {
-	entries, _ := os.ReadDir(rt.poolDir())
+func (rt *Runtime) PooledIDs() []string {
+	entries, _ := os.ReadDir(rt.PoolDir())
 	var ids []string
 	for _, e := range entries {
 		if e.IsDir() && CheckID(e.Name()) == nil {
@@ -485,30 +485,33 @@ func (rt *Runtime) pooledIDs() []string {
 	return ids
 }
 
-// destroyPooled removes a pooled container and its folder.
-func (rt *Runtime) destroyPooled(id string) error {
+// destroyPooled removes a Pooled container and its folder.
+func (rt *Runtime) DestroyPooled(id string) error {
 	var errs []error
-	if err := rt.removeContainer(id); err != nil {
+	if err := rt.RemoveContainer(id); err != nil {
 		errs = append(errs, err)
 	}
-	if err := removeSessionDir(filepath.Join(rt.poolDir(), id)); err != nil {
+	if err := removeSessionDir(filepath.Join(rt.PoolDir(), id)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// claimSpec is what a claim needs to know about a session: the key of
-// the pooled containers that can serve it and the mounts to bind late.
-type claimSpec struct {
+// ClaimSpec is what a claim needs to know about a session: the key of
+// the Pooled containers that can serve it and the mounts to bind late.
+type ClaimSpec struct {
 	key       string
 	late      []specs.Mount
 	bundle    *spec.Bundle
 	bundleDir string
 }
 
-// newClaimSpec generates the spec a cold start of the session would use.
-func (rt *Runtime) newClaimSpec(cfg SessionConfig) (*claimSpec, error) {
-	bundleDir := filepath.Join(rt.sessionDir(cfg.ID), "late")
+// Key is the warm pool whose containers can serve the claim.
+func (cs *ClaimSpec) Key() string { return cs.key }
+
+// NewClaimSpec generates the spec a cold start of the session would use.
+func (rt *Runtime) NewClaimSpec(cfg SessionConfig) (*ClaimSpec, error) {
+	bundleDir := filepath.Join(rt.SessionDir(cfg.ID), "late")
 	b, err := rt.sessionSpec(cfg.Policy, cfg.Vars, cfg.Identity, cfg.ID, bundleDir)
 	if err != nil {
 		return nil, err
@@ -517,13 +520,13 @@ func (rt *Runtime) newClaimSpec(cfg SessionConfig) (*claimSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &claimSpec{key: key, late: late, bundle: b, bundleDir: bundleDir}, nil
+	return &ClaimSpec{key: key, late: late, bundle: b, bundleDir: bundleDir}, nil
 }
 
 // maskedFiles names, for each mask of a spec outside the session's
 // folders, the host file under it (fileIdentity). A mask is mounted
 // on the file that was there when the sandbox started; should the folder
-// be removed and made again (rm -r ~/.ssh; mkdir ~/.ssh), a pooled sandbox
+// be removed and made again (rm -r ~/.ssh; mkdir ~/.ssh), a Pooled sandbox
 // shows the new one unmasked, so a claim compares them.
 func maskedFiles(sp *specs.Spec, bundleDir string) map[string]string {
 	masks := filepath.Join(bundleDir, "masks") + "/"
@@ -561,9 +564,9 @@ func fileIdentity(path string) string {
 	return fmt.Sprintf("%d:%d:%d:%d.%09d", st.Dev_major, st.Dev_minor, st.Ino, t.Sec, t.Nsec)
 }
 
-// ErrPoolMismatch says a pooled container cannot serve a session: its
+// ErrPoolMismatch says a Pooled container cannot serve a session: its
 // sandbox would differ from the session's cold-started one.
-var ErrPoolMismatch = errors.New("the pooled container does not match the session's sandbox")
+var ErrPoolMismatch = errors.New("the Pooled container does not match the session's sandbox")
 
 // claimPooled turns a ready container into the session cfg describes. On
 // error the container is gone and the caller starts the session cold.
@@ -572,12 +575,12 @@ var ErrPoolMismatch = errors.New("the pooled container does not match the sessio
 // marks the container as taken (a restarted daemon reaps it), then the
 // session's folders are bound and the agent sealed, and only then does the
 // folder move to sessions/ID, where a restarted daemon re-adopts it.
-func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ *Session, err error) {
+func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ *Session, err error) {
 	dir := pc.dir(rt)
 	defer func() {
-		pc.close()
+		pc.Close()
 		if err != nil {
-			rt.destroyPooled(pc.ID)
+			rt.DestroyPooled(pc.ID)
 		}
 	}()
 	if cs.key != pc.Key {
@@ -586,7 +589,7 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 	if now := maskedFiles(cs.bundle.Spec, cs.bundleDir); !maps.Equal(now, pc.Masked) {
 		return nil, fmt.Errorf("%w: a denied file was replaced on the host since the sandbox started", ErrPoolMismatch)
 	}
-	// The session runs as the pooled sandbox's uid: its mounts map files
+	// The session runs as the Pooled sandbox's uid: its mounts map files
 	// to that one. A caller that chose an identity gets a cold start.
 	identity := pc.Identity
 	if identity == (spec.Identity{}) {
@@ -608,7 +611,7 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 	spec.Reidentify(&lateSpec, spec.SpecIdentity(cs.bundle.Spec), identity)
 	late := lateSpec.Mounts
 	if pc.container == nil || pc.mntns == nil {
-		return nil, errors.New("pooled container not attached")
+		return nil, errors.New("Pooled container not attached")
 	}
 	cfg.Identity = identity
 	s := &Session{
@@ -631,16 +634,16 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 	}
 	defer func() {
 		if err != nil {
-			s.stopEgress()
+			s.StopEgress()
 		}
 	}()
-	// Locked as a cold session's folder is (holdDir); the lock moves
+	// Locked as a cold session's folder is (HoldDir); the lock moves
 	// with the folder into sessions/.
-	hold, err := holdDir(dir, true)
+	hold, err := HoldDir(dir, true)
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, rt.sessionDir(cfg.ID), unix.RENAME_NOREPLACE); err != nil {
+	if err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, rt.SessionDir(cfg.ID), unix.RENAME_NOREPLACE); err != nil {
 		hold.Close()
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%w: %s", ErrSessionExists, cfg.ID)
@@ -651,7 +654,7 @@ func (rt *Runtime) claimPooled(pc *pooled, cfg SessionConfig, cs *claimSpec) (_ 
 	return s, nil
 }
 
-// seal tells a pooled agent that its session's folders are bound, so it
+// seal tells a Pooled agent that its session's folders are bound, so it
 // applies Landlock now rather than before the first command (which it
 // would do anyway: no command ever runs without it). The claim does not
 // wait: the agent seals while the session's creator gets its answer.

@@ -32,8 +32,8 @@ read = ["$DATA_DIR"]
 deny = ["$WORK_DIR/secret"]
 `
 	p := parse(policy)
-	view := func(p *policies.Policy, ws, data, id string) *claimSpec {
-		cs, err := rt.newClaimSpec(SessionConfig{ID: id, Policy: p, Vars: policies.Vars{WorkDir: ws, DataDir: data, SkillDir: "/nonexistent"}})
+	view := func(p *policies.Policy, ws, data, id string) *ClaimSpec {
+		cs, err := rt.NewClaimSpec(SessionConfig{ID: id, Policy: p, Vars: policies.Vars{WorkDir: ws, DataDir: data, SkillDir: "/nonexistent"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +49,7 @@ deny = ["$WORK_DIR/secret"]
 	if a.key != b.key {
 		t.Errorf("the key depends on the workspace or session id: %s, %s", a.key, b.key)
 	}
-	key, err := rt.poolKey(p, policies.Vars{SkillDir: "/nonexistent"})
+	key, err := rt.PoolKey(p, policies.Vars{SkillDir: "/nonexistent"})
 	if err != nil || key != a.key {
 		t.Errorf("pool key %s (%v), session key %s", key, err, a.key)
 	}
@@ -66,7 +66,7 @@ deny = ["$WORK_DIR/secret"]
 	// A workspace without the denied folder is refused when claimed:
 	// the pool's placeholder has none either, but the session could
 	// create it.
-	if _, err := rt.newClaimSpec(SessionConfig{ID: "d", Policy: p, Vars: policies.Vars{WorkDir: t.TempDir(), DataDir: data, SkillDir: "/nonexistent"}}); err == nil || !strings.Contains(err.Error(), `fs.deny "$WORK_DIR/secret"`) {
+	if _, err := rt.NewClaimSpec(SessionConfig{ID: "d", Policy: p, Vars: policies.Vars{WorkDir: t.TempDir(), DataDir: data, SkillDir: "/nonexistent"}}); err == nil || !strings.Contains(err.Error(), `fs.deny "$WORK_DIR/secret"`) {
 		t.Errorf("a workspace without the denied folder: %v", err)
 	}
 	for _, m := range a.late {
@@ -80,7 +80,7 @@ deny = ["$WORK_DIR/secret"]
 	}
 }
 
-// TestMaskedFiles: a pooled sandbox's masks outside the session folders
+// TestMaskedFiles: a Pooled sandbox's masks outside the session folders
 // are mounted on the host files that were there when it started; one
 // removed and made again (its inode maybe reused) must not match.
 func TestMaskedFiles(t *testing.T) {

@@ -3,11 +3,15 @@ package sandbox
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/moby/sys/mountinfo"
 	"github.com/warden-sandbox/warden/internal/hostfs"
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/spec"
 )
 
 // A get-or-create request names a session's folders by path, as its
@@ -165,4 +169,80 @@ func (s *Session) hostPathOf(inside string, id hostfs.FileID) string {
 func statIs(p string, id hostfs.FileID) bool {
 	got, ok := hostfs.StatID(p)
 	return ok && got == id
+}
+
+// CheckSame refuses a get-or-create request (a policy's TOML, or "" when
+// the request names none, and the folders) that describes another sandbox
+// than the session's: running the command in the session
+// as it is would run it under a policy or in folders the caller did not
+// ask for. Without a policy the request names only the folders given on
+// the command line, and only those are compared; folders are compared as
+// folders, not as paths (see samefolder.go).
+func (s *Session) CheckSame(policyTOML string, vars policies.Vars) error {
+	var have, want, flags []string
+	if policyTOML != "" {
+		p, err := policies.Parse(s.ID+" policy", []byte(policyTOML))
+		if err != nil {
+			return err
+		}
+		flags = append(flags, "--policy")
+		if h := p.Hash(); h != s.PolicyHash {
+			have = append(have, fmt.Sprintf("policy %s (%s)", s.PolicyName, shortHash(s.PolicyHash)))
+			want = append(want, fmt.Sprintf("policy %s (%s)", p.Name, shortHash(h)))
+		}
+	}
+	for _, v := range []struct {
+		folder         sessionFolder
+		variable, flag string
+		want           string
+	}{
+		{sessionFolder{"workspace", s.Vars.WorkDir, spec.WorkspacePath}, "$WORK_DIR", "--workspace", vars.WorkDir},
+		{sessionFolder{"skill folder", s.Vars.SkillDir, spec.SkillPath}, "$SKILL_DIR", "--skill-dir", vars.SkillDir},
+		{sessionFolder{"data folder", s.Vars.DataDir, spec.DataPath}, "$DATA_DIR", "--data-dir", vars.DataDir},
+		{sessionFolder{"home", s.Vars.Home, s.Vars.Home}, "$HOME", "", vars.Home},
+	} {
+		given := policyTOML != "" || v.want != ""
+		// The workspace is the commands' working folder whatever the
+		// policy says; the other folders shape the sandbox only where
+		// the policy uses them.
+		used := v.variable == "$WORK_DIR" || strings.Contains(s.PolicyTOML, v.variable)
+		if !given || !used {
+			continue
+		}
+		h, w := s.folderMismatch(v.folder, v.want)
+		if h == "" {
+			continue
+		}
+		have, want = append(have, h), append(want, w)
+		if v.flag != "" && !slices.Contains(flags, v.flag) {
+			flags = append(flags, v.flag)
+		}
+	}
+	if len(have) == 0 {
+		return nil
+	}
+	return fmt.Errorf("session %s exists with %s; this call asks for %s: use another --session id, or leave out %s to use the session as it is",
+		s.ID, strings.Join(have, " and "), strings.Join(want, " and "), joinAnd(flags))
+}
+
+func folderText(name, path string) string {
+	if path == "" {
+		return "no " + name
+	}
+	return name + " " + path
+}
+
+func shortHash(h string) string {
+	if len(h) > len("sha256:")+12 {
+		return h[:len("sha256:")+12]
+	}
+	return h
+}
+
+// joinAnd joins a list the way a sentence does: "a", "a and b", "a, b and c".
+func joinAnd(l []string) string {
+	if len(l) < 2 {
+		return strings.Join(l, "")
+	}
+	return strings.Join(l[:len(l)-1], ", ") + " and " + l[len(l)-1]
 }

@@ -45,13 +45,31 @@ type Runtime struct {
 	// runs from.
 	Binary string
 
-	audit     *auditLog // exec lines and egress decisions; see auditSink
+	audit     *AuditLog // exec lines and egress decisions; see auditSink
 	auditOnce sync.Once
 	// gcMu keeps a daemon's gc apart from its creates, claims and pool
 	// starts: what gc finds in the state root and no live session
-	// owns must not be one of those under way.
+	// owns must not be one of those under way. See Changing, Collecting.
 	gcMu sync.RWMutex
 }
+
+// Changing marks a create, claim or pool start under way until the
+// returned func is called; a Collecting caller waits for it.
+func (rt *Runtime) Changing() (done func()) {
+	rt.gcMu.RLock()
+	return rt.gcMu.RUnlock
+}
+
+// Collecting holds off creates, claims and pool starts while a gc looks
+// for what no live session owns.
+func (rt *Runtime) Collecting() (done func()) {
+	rt.gcMu.Lock()
+	return rt.gcMu.Unlock
+}
+
+// SetAuditLog makes a the log of the runtime's exec lines and egress
+// decisions (a daemon's), instead of the root's opened on first use.
+func (rt *Runtime) SetAuditLog(a *AuditLog) { rt.audit = a }
 
 // New checks a state root; its folders are made when the daemon or a
 // first sandbox needs them (makeDirs).
@@ -67,7 +85,7 @@ func New(root, binary string) (*Runtime, error) {
 	}
 	rt := &Runtime{Root: root, Binary: binary}
 	for _, d := range rt.stateDirs() {
-		if err := checkTraversable(d); err != nil {
+		if err := CheckTraversable(d); err != nil {
 			return nil, err
 		}
 	}
@@ -87,9 +105,9 @@ func (rt *Runtime) stateDirs() []string {
 
 // makeDirs creates the state root's folders when the first sandbox or the
 // daemon needs them: a command refused for bad input leaves no root behind.
-func (rt *Runtime) makeDirs() error {
+func (rt *Runtime) MakeDirs() error {
 	for _, d := range rt.stateDirs() {
-		if err := makeStateDir(d); err != nil {
+		if err := MakeStateDir(d); err != nil {
 			return fmt.Errorf("state root: %w", err)
 		}
 	}
@@ -116,18 +134,18 @@ func CheckRoot(root string) error {
 	return nil
 }
 
-// makeStateDir creates dir and whatever is missing above it, each new
+// MakeStateDir creates dir and whatever is missing above it, each new
 // folder 0711 whatever the umask: the sandbox's unprivileged host user
 // must traverse them to reach its bundle, but can list nothing; the files
 // in them are root's alone. A folder that exists keeps its mode: warden
-// changes no folder it did not create (checkTraversable says when one is
+// changes no folder it did not create (CheckTraversable says when one is
 // in the way).
-func makeStateDir(dir string) error {
+func MakeStateDir(dir string) error {
 	if _, err := os.Stat(dir); err == nil {
 		return nil
 	}
 	if parent := filepath.Dir(dir); parent != dir {
-		if err := makeStateDir(parent); err != nil {
+		if err := MakeStateDir(parent); err != nil {
 			return err
 		}
 	}
@@ -140,11 +158,11 @@ func makeStateDir(dir string) error {
 	return os.Chmod(dir, 0o711)
 }
 
-// checkTraversable makes sure the sandbox's unprivileged host user can
-// pass through dir and every folder above it that exists (makeStateDir
+// CheckTraversable makes sure the sandbox's unprivileged host user can
+// pass through dir and every folder above it that exists (MakeStateDir
 // creates the others traversable); a 0700 folder (mktemp -d) would make
 // every container start fail with a bare EACCES.
-func checkTraversable(dir string) error {
+func CheckTraversable(dir string) error {
 	for {
 		fi, err := os.Stat(dir)
 		switch {
@@ -163,7 +181,7 @@ func checkTraversable(dir string) error {
 }
 
 func (rt *Runtime) containersDir() string       { return filepath.Join(rt.Root, "containers") }
-func (rt *Runtime) sessionDir(id string) string { return filepath.Join(rt.Root, "sessions", id) }
+func (rt *Runtime) SessionDir(id string) string { return filepath.Join(rt.Root, "sessions", id) }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
@@ -202,7 +220,7 @@ type Session struct {
 	Created    time.Time     `json:"created"`
 	Identity   spec.Identity `json:"identity"`
 	// Container is the libcontainer id when it differs from ID: a session
-	// claimed from the warm pool keeps its pooled container's id.
+	// claimed from the warm pool keeps its Pooled container's id.
 	Container string `json:"container,omitempty"`
 	// Pool is the key of the warm pool the session was claimed from.
 	Pool   string          `json:"pool,omitempty"`
@@ -210,7 +228,7 @@ type Session struct {
 	Env    []string        `json:"-"` // the sandbox's base environment
 
 	rt        *Runtime
-	home      string // state folder when not sessions/ID: a pooled container's
+	home      string // state folder when not sessions/ID: a Pooled container's
 	policy    *policies.Policy
 	container *libcontainer.Container
 	egress    *egress.Proxy // serves network.allow; see startEgress
@@ -218,10 +236,9 @@ type Session struct {
 	mu       sync.Mutex
 	oomSeen  uint64
 	lastUsed time.Time
-	execs    int
 	// persisted is when touch last wrote lastUsed to the state file.
 	persisted time.Time
-	hold      *os.File // the session folder, locked (holdDir)
+	hold      *os.File // the session folder, locked (HoldDir)
 }
 
 // Policy is the session's policy.
@@ -244,13 +261,13 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 		cfg.Identity = spec.DefaultIdentity
 	}
 	// The spec first: a policy its variables do not fit creates nothing.
-	dir := rt.sessionDir(cfg.ID)
+	dir := rt.SessionDir(cfg.ID)
 	bundleDir := filepath.Join(dir, "bundle")
 	b, err := rt.sessionSpec(cfg.Policy, cfg.Vars, cfg.Identity, cfg.ID, bundleDir)
 	if err != nil {
 		return nil, err
 	}
-	if err := rt.makeDirs(); err != nil {
+	if err := rt.MakeDirs(); err != nil {
 		return nil, err
 	}
 	if leased {
@@ -273,7 +290,7 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 		}
 		return nil, err
 	}
-	hold, err := holdDir(dir, true)
+	hold, err := HoldDir(dir, true)
 	if err != nil {
 		os.Remove(dir)
 		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
@@ -301,14 +318,14 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 		rt: rt, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: b.Spec.Process.Env, lastUsed: time.Now(), hold: hold,
 	}
 	// The session's own folders are bound into the running sandbox, the
-	// way a claim binds them into a pooled one: an id-mapped mount in the
+	// way a claim binds them into a Pooled one: an id-mapped mount in the
 	// spec costs libcontainer a helper process per start (about 4 ms of a
 	// cold start here), a late bind 0.1 ms. It also makes a cold session
 	// and a claimed one the same sandbox by construction.
 	early, late := splitLate(b.Spec.Mounts)
 	sp, proc := *b.Spec, *b.Spec.Process
 	sp.Mounts, sp.Process = early, &proc
-	proc.Args = append(slices.Clone(proc.Args), "--pooled")
+	proc.Args = append(slices.Clone(proc.Args), "--Pooled")
 	if err := rt.startContainer(s, &sp, bundleDir); err != nil {
 		return nil, err
 	}
@@ -322,7 +339,7 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 	}
 	defer func() {
 		if err != nil {
-			s.stopEgress()
+			s.StopEgress()
 		}
 	}()
 	// Written last: a daemon that dies before this reaps the half-made
@@ -345,12 +362,12 @@ func (rt *Runtime) bindSession(s *Session, mntns int, late []specs.Mount) (err e
 		return err
 	}
 	t1 := time.Now()
-	if err := rt.startEgress(s); err != nil {
+	if err := rt.StartEgress(s); err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
-			s.stopEgress()
+			s.StopEgress()
 		}
 	}()
 	if err := s.seal(); err != nil {
@@ -378,7 +395,7 @@ func agentArgs(s *specs.Spec) []string {
 		}
 		// A Landlock rule covers everything beneath its folder, mounts
 		// included: one inside a writable mount (a deny's pinned parent)
-		// adds nothing, and would make a pooled sandbox's key differ.
+		// adds nothing, and would make a Pooled sandbox's key differ.
 		if !slices.ContainsFunc(writable, func(w string) bool { _, in := hostfs.Under(m.Destination, w); return in }) {
 			writable = append(writable, m.Destination)
 		}
@@ -408,11 +425,11 @@ func (s *Session) save() error {
 	if err != nil {
 		return err
 	}
-	return writeStateFile(filepath.Join(s.dir(), "session.json"), data)
+	return WriteStateFile(filepath.Join(s.dir(), "session.json"), data)
 }
 
 // containerID is the session's libcontainer id.
-func (s *Session) containerID() string {
+func (s *Session) ContainerID() string {
 	if s.Container != "" {
 		return s.Container
 	}
@@ -425,7 +442,7 @@ func (s *Session) dir() string {
 	if s.home != "" {
 		return s.home
 	}
-	return s.rt.sessionDir(s.ID)
+	return s.rt.SessionDir(s.ID)
 }
 
 // startContainer creates the container and starts the agent in it, handing
@@ -439,7 +456,7 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 	// The sandbox's init has joined the namespace once Run returns.
 	defer owner.stop()
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
-		CgroupName: s.containerID(), Spec: inOwnedUserns(sp, owner), NoNewKeyring: true,
+		CgroupName: s.ContainerID(), Spec: inOwnedUserns(sp, owner), NoNewKeyring: true,
 	})
 	if err != nil {
 		return fmt.Errorf("container config: %w", err)
@@ -462,7 +479,7 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 	if err != nil {
 		return err
 	}
-	c, err := libcontainer.Create(rt.containersDir(), s.containerID(), cfg)
+	c, err := libcontainer.Create(rt.containersDir(), s.ContainerID(), cfg)
 	if err != nil {
 		return fmt.Errorf("create container: %w", err)
 	}
@@ -512,7 +529,7 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 	if err := CheckID(id); err != nil {
 		return nil, err
 	}
-	data, err := readStateFile(filepath.Join(rt.sessionDir(id), "session.json"))
+	data, err := ReadStateFile(filepath.Join(rt.SessionDir(id), "session.json"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNoSession, id)
 	} else if err != nil {
@@ -527,7 +544,7 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 		return nil, err
 	}
 	s.policy, s.Limits, s.Env = p, p.Limits, spec.SandboxEnv(p, s.Vars, nil)
-	c, err := loadContainer(rt.containersDir(), s.containerID())
+	c, err := loadContainer(rt.containersDir(), s.ContainerID())
 	if err != nil {
 		return nil, fmt.Errorf("session %s: container: %w", id, err)
 	}
@@ -539,11 +556,42 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 	// The state file's modification time is when the session was last
 	// used (touch): a daemon's restart does not reset its idle time.
 	s.lastUsed = time.Now()
-	if fi, err := os.Stat(filepath.Join(rt.sessionDir(id), "session.json")); err == nil && fi.ModTime().Before(s.lastUsed) {
+	if fi, err := os.Stat(filepath.Join(rt.SessionDir(id), "session.json")); err == nil && fi.ModTime().Before(s.lastUsed) {
 		s.lastUsed = fi.ModTime()
 	}
 	s.oomSeen = s.oomKills()
 	return s, nil
+}
+
+// Adopt takes over a session another process left running (a previous
+// daemon): it holds the session's folder and serves its network from now
+// on. ErrHeld: a live process runs it. Any other error: the session could
+// not be taken over and has been removed.
+func (rt *Runtime) Adopt(id string) (*Session, error) {
+	hold, err := HoldDir(rt.SessionDir(id), false)
+	if errors.Is(err, ErrHeld) {
+		return nil, err
+	}
+	s, err := rt.Load(id)
+	if err == nil {
+		err = rt.StartEgress(s)
+	}
+	if err != nil {
+		rt.destroy(id)
+		if hold != nil {
+			hold.Close()
+		}
+		return nil, err
+	}
+	s.hold = hold
+	return s, nil
+}
+
+// Release lets go of a session whose sandbox has stopped: its network is
+// no longer served and its folder is unlocked, for gc to remove.
+func (s *Session) Release() {
+	s.StopEgress()
+	s.hold.Close()
 }
 
 // IDs lists the sessions with state under the root.
@@ -561,18 +609,18 @@ func (rt *Runtime) IDs() []string {
 // Close stops the session's sandbox and removes its state. The workspace
 // and every other granted folder are left as they are.
 func (s *Session) Close() error {
-	s.stopEgress()
+	s.StopEgress()
 	err := s.rt.destroy(s.ID)
 	s.hold.Close()
 	return err
 }
 
-// holdDir locks a session's folder for as long as the process that runs
+// HoldDir locks a session's folder for as long as the process that runs
 // the session keeps the file open: the daemon, or `warden do` and a Go
 // program, which the daemon does not know. gc and a daemon's adoption
-// leave a folder another process holds alone (errHeld). wait makes it
+// leave a folder another process holds alone (ErrHeld). wait makes it
 // wait out such a check rather than fail.
-func holdDir(dir string, wait bool) (*os.File, error) {
+func HoldDir(dir string, wait bool) (*os.File, error) {
 	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -584,7 +632,7 @@ func holdDir(dir string, wait bool) (*os.File, error) {
 	if err := unix.Flock(int(f.Fd()), how); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, errHeld
+			return nil, ErrHeld
 		}
 		return nil, err
 	}
@@ -597,8 +645,8 @@ func holdDir(dir string, wait bool) (*os.File, error) {
 	return f, nil
 }
 
-// errHeld: another process runs the session (holdDir).
-var errHeld = errors.New("another warden process runs it")
+// ErrHeld: another process runs the session (HoldDir).
+var ErrHeld = errors.New("another warden process runs it")
 
 // destroy removes everything warden made for a session id: processes,
 // container, cgroup, bundle, sockets, state. It never follows into
@@ -606,10 +654,10 @@ var errHeld = errors.New("another warden process runs it")
 // bundle holds only mountpoints and generated files.
 func (rt *Runtime) destroy(id string) error {
 	var errs []error
-	if err := rt.removeContainer(rt.sessionContainer(id)); err != nil {
+	if err := rt.RemoveContainer(rt.SessionContainer(id)); err != nil {
 		errs = append(errs, err)
 	}
-	dir := rt.sessionDir(id)
+	dir := rt.SessionDir(id)
 	if err := removeSessionDir(dir); err != nil {
 		errs = append(errs, err)
 	}
@@ -766,9 +814,9 @@ func CheckExec(argv, env []string, cwd string, timeout time.Duration) error {
 	return nil
 }
 
-// utf8Env leaves out the caller's variables that are not UTF-8: JSON
+// UTF8Env leaves out the caller's variables that are not UTF-8: JSON
 // cannot carry them unchanged, and only the few env.allow names pass.
-func utf8Env(env []string) []string {
+func UTF8Env(env []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
 		if utf8.ValidString(kv) {
@@ -783,7 +831,7 @@ var ErrSandboxStopped = errors.New("its sandbox has stopped (its agent died)")
 
 // stopped reports whether the session's sandbox is gone: its agent died,
 // or its container was removed behind warden's back.
-func (s *Session) stopped() bool {
+func (s *Session) Stopped() bool {
 	st, err := s.container.Status()
 	if err == nil {
 		return st == libcontainer.Stopped
@@ -807,13 +855,13 @@ var ErrTimeoutTooLong = errors.New("timeout exceeds the policy's limits.timeout"
 // (warden do, the Go API) to the root's, one append per line either way.
 //
 // A command whose line cannot be written does not run: room for the line
-// is kept before it starts (auditLog.reserve), and without room the error
+// is kept before it starts (AuditLog.reserve), and without room the error
 // says so (ErrAuditWrite). Should the line still fail when the command
 // ended, the error says that it ran and how it ended.
 func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	audit := s.rt.auditSink()
 	rec := AuditRecord{Event: "exec", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
-		Argv: o.Argv, Cwd: s.cwd(o.Cwd)}
+		Argv: o.Argv, Cwd: s.Cwd(o.Cwd)}
 	room, err := audit.reserve(rec)
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("%w; the command was not run: free space on that file system, then run it again", err)
@@ -827,7 +875,7 @@ func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 		code := res.ExitCode
 		rec.Exit, rec.Signal, rec.OOM, rec.TimedOut, rec.Error = &code, res.Signal, res.OOM, res.TimedOut, res.Error
 	}
-	if werr := audit.write(rec); werr != nil && err == nil {
+	if werr := audit.Write(rec); werr != nil && err == nil {
 		err = fmt.Errorf("%w; the command ran (exit %d, signal %d) but no record of it was written: free space on that file system", werr, res.ExitCode, res.Signal)
 	}
 	return res, err
@@ -847,11 +895,11 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	} else if timeout > s.Limits.Timeout {
 		return ExecResult{}, fmt.Errorf("%w (%s > %s)", ErrTimeoutTooLong, o.Timeout, s.Limits.Timeout)
 	}
-	env, err := s.commandEnv(utf8Env(o.CallerEnv), o.Env)
+	env, err := s.commandEnv(UTF8Env(o.CallerEnv), o.Env)
 	if err != nil {
 		return ExecResult{}, err
 	}
-	req := execRequest{Argv: o.Argv, Env: env, Cwd: s.cwd(o.Cwd), Tty: o.Tty, Rows: o.Rows, Cols: o.Cols}
+	req := execRequest{Argv: o.Argv, Env: env, Cwd: s.Cwd(o.Cwd), Tty: o.Tty, Rows: o.Rows, Cols: o.Cols}
 	var fds []int
 	if !o.Tty {
 		stdio, err := stdioFiles(o.Stdin, o.Stdout, o.Stderr)
@@ -867,7 +915,7 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	s.touch()
 	conn, err := wire.DialPacket(s.socketPath())
 	if err != nil {
-		if s.stopped() {
+		if s.Stopped() {
 			return ExecResult{}, fmt.Errorf("session %s: %w; remove it with `warden session rm %s` (or `warden gc`) and create it again", s.ID, ErrSandboxStopped, s.ID)
 		}
 		return ExecResult{}, fmt.Errorf("session %s: agent unreachable: %w", s.ID, err)
@@ -980,8 +1028,22 @@ func (s *Session) commandEnv(caller, extra []string) ([]string, error) {
 	return spec.SandboxEnv(s.policy, s.Vars, append(append([]string{}, caller...), extra...)), nil
 }
 
-func (s *Session) cwd(c string) string {
+// Cwd is the folder in the sandbox a command that asks for c runs in.
+func (s *Session) Cwd(c string) string {
 	return spec.SandboxCwd(s.policy, s.Vars, c)
+}
+
+// LastUsed is when the session last ran a command (or was made).
+func (s *Session) LastUsed() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastUsed
+}
+
+// Running reports whether the sandbox's container runs.
+func (s *Session) Running() bool {
+	st, err := s.container.Status()
+	return err == nil && st == libcontainer.Running
 }
 
 func (s *Session) touch() {

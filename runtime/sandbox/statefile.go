@@ -16,11 +16,11 @@ import (
 // its policy (at most 1 MiB of TOML) and little else.
 const maxStateFile = 16 << 20
 
-// readStateFile reads one of warden's state files whole. Anything but a
+// ReadStateFile reads one of warden's state files whole. Anything but a
 // regular file is refused without waiting: a FIFO put in its place would
 // hang the daemon's start for good, a device would never end. A missing
 // file's error matches fs.ErrNotExist.
-func readStateFile(path string) ([]byte, error) {
+func ReadStateFile(path string) ([]byte, error) {
 	if fi, err := os.Lstat(path); err != nil {
 		return nil, err
 	} else if !fi.Mode().IsRegular() {
@@ -46,11 +46,11 @@ func readStateFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-// writeStateFile replaces a state file whole: written beside it, synced,
+// WriteStateFile replaces a state file whole: written beside it, synced,
 // renamed over it and its folder synced, so a crash or a full disk leaves
 // the old file or the new one, never half of one, and the caller hears
 // when the new one was not written.
-func writeStateFile(path string, data []byte) error {
+func WriteStateFile(path string, data []byte) error {
 	tmp := path + ".tmp"
 	os.Remove(tmp) // a crashed save's; O_EXCL then never opens a FIFO
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
@@ -93,7 +93,7 @@ func loadContainer(root, id string) (*libcontainer.Container, error) {
 // processes, its libcontainer state and its cgroups in every hierarchy,
 // also when that state is missing or unreadable (a start cut short by a
 // crash, a damaged file), which libcontainer then knows nothing of.
-func (rt *Runtime) removeContainer(id string) error {
+func (rt *Runtime) RemoveContainer(id string) error {
 	var errs []error
 	if c, err := loadContainer(rt.containersDir(), id); err == nil {
 		if err := KillAndDestroy(c); err != nil {

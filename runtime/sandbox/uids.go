@@ -42,7 +42,7 @@ func (rt *Runtime) uidsDir() string { return filepath.Join(rt.Root, "uids") }
 // lease alone, so the caller keeps it open until the container's folder
 // exists (it then owns the lease) and closes it.
 func (rt *Runtime) leaseIdentity(owner string) (spec.Identity, *os.File, error) {
-	if err := makeStateDir(rt.uidsDir()); err != nil {
+	if err := MakeStateDir(rt.uidsDir()); err != nil {
 		return spec.Identity{}, nil, fmt.Errorf("state root: %w", err)
 	}
 	// A random start: another state root on the same host (its leases are
@@ -120,7 +120,7 @@ func (rt *Runtime) gcLeases(live map[string]bool) []string {
 			continue
 		}
 		present := false
-		for _, dir := range []string{rt.sessionDir(owner), filepath.Join(rt.poolDir(), owner), filepath.Join(rt.containersDir(), owner)} {
+		for _, dir := range []string{rt.SessionDir(owner), filepath.Join(rt.PoolDir(), owner), filepath.Join(rt.containersDir(), owner)} {
 			if _, err := os.Lstat(dir); err == nil {
 				present = true
 			}

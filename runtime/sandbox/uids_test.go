@@ -50,7 +50,7 @@ func TestUIDLeases(t *testing.T) {
 	}
 	// A session folder keeps its lease; a locked lease is a create under
 	// way; the others are gc's.
-	os.MkdirAll(rt.sessionDir("saa"), 0o711)
+	os.MkdirAll(rt.SessionDir("saa"), 0o711)
 	_, held, err := rt.leaseIdentity("new")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package sandbox
+package daemon
 
 import (
 	"context"
@@ -7,9 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/internal/wire"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"github.com/warden-sandbox/warden/spec"
 )
 
@@ -28,8 +27,8 @@ func SocketPath(root string) string { return filepath.Join(root, "warden.sock") 
 // Daemon owns the sessions of one state root: it serves the CLI on a 0600
 // socket, expires idle sessions and writes the audit log.
 type Daemon struct {
-	rt    *Runtime
-	audit *auditLog
+	rt    *sandbox.Runtime
+	audit *sandbox.AuditLog
 	lock  *os.File // the root folder, flocked; see lockRoot
 	conns *connTable
 
@@ -43,8 +42,9 @@ type Daemon struct {
 }
 
 type daemonSession struct {
-	*Session
+	*sandbox.Session
 	running int  // commands in flight
+	execs   int  // commands run through this daemon
 	removed bool // by `session rm --force` while commands ran
 }
 
@@ -53,25 +53,25 @@ var ErrDaemonRunning = errors.New("a warden daemon already serves this root")
 
 // NewDaemon takes the root's lock, re-adopts the sessions a previous
 // daemon left running (reaping those whose sandbox died) and listens.
-func NewDaemon(rt *Runtime, auditPath string) (*Daemon, error) {
-	if err := rt.makeDirs(); err != nil {
+func NewDaemon(rt *sandbox.Runtime, auditPath string) (*Daemon, error) {
+	if err := rt.MakeDirs(); err != nil {
 		return nil, err
 	}
 	lock, err := lockRoot(rt.Root)
 	if err != nil {
 		return nil, err
 	}
-	audit, err := openAudit(auditPath)
+	audit, err := sandbox.OpenAuditLog(auditPath)
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	d := &Daemon{rt: rt, audit: audit, lock: lock, conns: newConnTable(), sessions: map[string]*daemonSession{}, pools: newPools(rt)}
-	rt.audit = audit
+	rt.SetAuditLog(audit)
 	// Before anything is adopted or reaped: a pool state that cannot be
 	// read stops the start and changes nothing.
 	if err := d.pools.load(); err != nil {
-		audit.close()
+		audit.Close()
 		lock.Close()
 		return nil, err
 	}
@@ -91,24 +91,15 @@ func NewDaemon(rt *Runtime, auditPath string) (*Daemon, error) {
 // again, the rest are reaped so nothing is left behind.
 func (d *Daemon) adopt() {
 	for _, id := range d.rt.IDs() {
-		hold, err := holdDir(d.rt.sessionDir(id), false)
-		if errors.Is(err, errHeld) {
+		s, err := d.rt.Adopt(id)
+		if errors.Is(err, sandbox.ErrHeld) {
 			continue // run by `warden do` or a Go program, not a daemon's
-		}
-		s, err := d.rt.Load(id)
-		if err == nil {
-			err = d.rt.startEgress(s) // this process serves its network now
 		}
 		if err != nil {
 			logrus.Warnf("reaping session %s: %v", id, err)
-			d.rt.destroy(id)
-			if hold != nil {
-				hold.Close()
-			}
-			d.audit.write(AuditRecord{Event: "session.reap", Session: id, Error: err.Error()})
+			d.audit.Write(sandbox.AuditRecord{Event: "session.reap", Session: id, Error: err.Error()})
 			continue
 		}
-		s.hold = hold
 		d.sessions[id] = &daemonSession{Session: s}
 		logrus.Infof("re-adopted session %s", id)
 	}
@@ -156,11 +147,11 @@ func (d *Daemon) Close() {
 	d.closeSocket()
 	d.mu.Lock()
 	for _, s := range d.sessions {
-		s.stopEgress() // the next daemon serves it again
+		s.StopEgress() // the next daemon serves it again
 	}
 	d.mu.Unlock()
-	d.audit.close()
-	d.rt.removeRootCgroups() // only when no container of the root is left
+	d.audit.Close()
+	d.rt.RemoveRootCgroups() // only when no container of the root is left
 	d.lock.Close()
 }
 
@@ -178,9 +169,7 @@ func (d *Daemon) expireLoop(ctx context.Context) {
 		d.mu.Lock()
 		var expired []*daemonSession
 		for id, s := range d.sessions {
-			s.mu.Lock()
-			idle := now.Sub(s.lastUsed)
-			s.mu.Unlock()
+			idle := now.Sub(s.LastUsed())
 			if s.running == 0 && idle > s.Limits.Idle {
 				expired = append(expired, s)
 				delete(d.sessions, id)
@@ -189,11 +178,11 @@ func (d *Daemon) expireLoop(ctx context.Context) {
 		d.mu.Unlock()
 		for _, s := range expired {
 			err := s.Close()
-			rec := AuditRecord{Event: "session.expire", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash}
+			rec := sandbox.AuditRecord{Event: "session.expire", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash}
 			if err != nil {
 				rec.Error = err.Error()
 			}
-			d.audit.write(rec)
+			d.audit.Write(rec)
 		}
 	}
 }
@@ -232,12 +221,12 @@ type ExecRequest struct {
 // Reply answers a Request. Exec gets a Started reply (with the terminal's
 // master side when Tty) and then one with Result.
 type Reply struct {
-	Error    string        `json:"error,omitempty"`
-	Started  bool          `json:"started,omitempty"`
-	Result   *ExecResult   `json:"result,omitempty"`
-	Sessions []SessionInfo `json:"sessions,omitempty"`
-	Removed  []string      `json:"removed,omitempty"`
-	Pools    []PoolInfo    `json:"pools,omitempty"`
+	Error    string              `json:"error,omitempty"`
+	Started  bool                `json:"started,omitempty"`
+	Result   *sandbox.ExecResult `json:"result,omitempty"`
+	Sessions []SessionInfo       `json:"sessions,omitempty"`
+	Removed  []string            `json:"removed,omitempty"`
+	Pools    []PoolInfo          `json:"pools,omitempty"`
 }
 
 // SessionInfo describes a session for `session ls`.
@@ -304,24 +293,26 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 
 // create makes a session (or, with existingOK, returns the one there).
 func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSession, error) {
-	if err := CheckID(id); err != nil {
+	if err := sandbox.CheckID(id); err != nil {
 		return nil, err
 	}
-	d.rt.gcMu.RLock()
-	defer d.rt.gcMu.RUnlock()
+	defer d.rt.Changing()()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s, ok := d.sessions[id]; ok {
 		if !existingOK {
-			return nil, fmt.Errorf("%w: %s; pick another id or remove it with `warden session rm %s`", ErrSessionExists, id, id)
+			return nil, fmt.Errorf("%w: %s; pick another id or remove it with `warden session rm %s`", sandbox.ErrSessionExists, id, id)
 		}
-		if err := s.checkSame(c); err != nil {
+		if c == nil {
+			return s, nil
+		}
+		if err := s.CheckSame(c.PolicyTOML, c.Vars); err != nil {
 			return nil, err
 		}
 		return s, nil
 	}
 	if c == nil || c.PolicyTOML == "" {
-		return nil, fmt.Errorf("%w: %s; create it with `warden session create --id %s --policy FILE --workspace DIR`, or pass --policy (and --workspace) to exec", ErrNoSession, id, id)
+		return nil, fmt.Errorf("%w: %s; create it with `warden session create --id %s --policy FILE --workspace DIR`, or pass --policy (and --workspace) to exec", sandbox.ErrNoSession, id, id)
 	}
 	p, err := policies.Parse(id+" policy", []byte(c.PolicyTOML))
 	if err != nil {
@@ -330,92 +321,14 @@ func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSe
 	if err := checkVars(c.Vars); err != nil {
 		return nil, err
 	}
-	s, err := d.createSession(SessionConfig{ID: id, Policy: p, Vars: c.Vars})
+	s, err := d.createSession(sandbox.SessionConfig{ID: id, Policy: p, Vars: c.Vars})
 	if err != nil {
 		return nil, err
 	}
 	ds := &daemonSession{Session: s}
 	d.sessions[id] = ds
-	d.audit.write(AuditRecord{Event: "session.create", Session: id, Policy: s.PolicyName, PolicyHash: s.PolicyHash})
+	d.audit.Write(sandbox.AuditRecord{Event: "session.create", Session: id, Policy: s.PolicyName, PolicyHash: s.PolicyHash})
 	return ds, nil
-}
-
-// checkSame refuses a get-or-create request whose create part describes
-// another sandbox than the session's: running the command in the session
-// as it is would run it under a policy or in folders the caller did not
-// ask for. Without a policy the request names only the folders given on
-// the command line, and only those are compared; folders are compared as
-// folders, not as paths (see samefolder.go).
-func (s *Session) checkSame(c *CreateRequest) error {
-	if c == nil {
-		return nil
-	}
-	var have, want, flags []string
-	if c.PolicyTOML != "" {
-		p, err := policies.Parse(s.ID+" policy", []byte(c.PolicyTOML))
-		if err != nil {
-			return err
-		}
-		flags = append(flags, "--policy")
-		if h := p.Hash(); h != s.PolicyHash {
-			have = append(have, fmt.Sprintf("policy %s (%s)", s.PolicyName, shortHash(s.PolicyHash)))
-			want = append(want, fmt.Sprintf("policy %s (%s)", p.Name, shortHash(h)))
-		}
-	}
-	for _, v := range []struct {
-		folder         sessionFolder
-		variable, flag string
-		want           string
-	}{
-		{sessionFolder{"workspace", s.Vars.WorkDir, spec.WorkspacePath}, "$WORK_DIR", "--workspace", c.Vars.WorkDir},
-		{sessionFolder{"skill folder", s.Vars.SkillDir, spec.SkillPath}, "$SKILL_DIR", "--skill-dir", c.Vars.SkillDir},
-		{sessionFolder{"data folder", s.Vars.DataDir, spec.DataPath}, "$DATA_DIR", "--data-dir", c.Vars.DataDir},
-		{sessionFolder{"home", s.Vars.Home, s.Vars.Home}, "$HOME", "", c.Vars.Home},
-	} {
-		given := c.PolicyTOML != "" || v.want != ""
-		// The workspace is the commands' working folder whatever the
-		// policy says; the other folders shape the sandbox only where
-		// the policy uses them.
-		used := v.variable == "$WORK_DIR" || strings.Contains(s.PolicyTOML, v.variable)
-		if !given || !used {
-			continue
-		}
-		h, w := s.folderMismatch(v.folder, v.want)
-		if h == "" {
-			continue
-		}
-		have, want = append(have, h), append(want, w)
-		if v.flag != "" && !slices.Contains(flags, v.flag) {
-			flags = append(flags, v.flag)
-		}
-	}
-	if len(have) == 0 {
-		return nil
-	}
-	return fmt.Errorf("session %s exists with %s; this call asks for %s: use another --session id, or leave out %s to use the session as it is",
-		s.ID, strings.Join(have, " and "), strings.Join(want, " and "), joinAnd(flags))
-}
-
-func folderText(name, path string) string {
-	if path == "" {
-		return "no " + name
-	}
-	return name + " " + path
-}
-
-func shortHash(h string) string {
-	if len(h) > len("sha256:")+12 {
-		return h[:len("sha256:")+12]
-	}
-	return h
-}
-
-// joinAnd joins a list the way a sentence does: "a", "a and b", "a, b and c".
-func joinAnd(l []string) string {
-	if len(l) < 2 {
-		return strings.Join(l, "")
-	}
-	return strings.Join(l[:len(l)-1], ", ") + " and " + l[len(l)-1]
 }
 
 // checkVars refuses session folders a request names wrongly: each given
@@ -463,8 +376,8 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 	d.mu.Unlock()
 	// The exec line comes when the command ends; this one says it
 	// started, should the daemon die (kill -9) before then.
-	d.audit.write(AuditRecord{Event: "exec.start", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
-		Argv: e.Argv, Cwd: s.cwd(e.Cwd)})
+	d.audit.Write(sandbox.AuditRecord{Event: "exec.start", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+		Argv: e.Argv, Cwd: s.Cwd(e.Cwd)})
 	// The client going away (or a signal it forwards) reaches the command.
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -486,7 +399,7 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 			}
 		}
 	}()
-	o := ExecOptions{Argv: e.Argv, Env: e.Env, CallerEnv: e.CallerEnv, Cwd: e.Cwd, Timeout: e.Timeout, Tty: e.Tty, Rows: e.Rows, Cols: e.Cols, Signals: signals}
+	o := sandbox.ExecOptions{Argv: e.Argv, Env: e.Env, CallerEnv: e.CallerEnv, Cwd: e.Cwd, Timeout: e.Timeout, Tty: e.Tty, Rows: e.Rows, Cols: e.Cols, Signals: signals}
 	if e.Tty {
 		o.OnTerminal = func(master *os.File) {
 			wire.Send(conn, Reply{Started: true}, int(master.Fd()))
@@ -522,11 +435,9 @@ func (d *Daemon) list() []SessionInfo {
 	defer d.mu.Unlock()
 	var out []SessionInfo
 	for _, s := range d.sessions {
-		s.mu.Lock()
-		last := s.lastUsed
-		s.mu.Unlock()
+		last := s.LastUsed()
 		state := "running"
-		if st, err := s.container.Status(); err != nil || st.String() != "running" {
+		if !s.Running() {
 			state = "stopped"
 		}
 		out = append(out, SessionInfo{ID: s.ID, Policy: s.PolicyName, Workspace: s.Vars.WorkDir, State: state,
@@ -537,7 +448,7 @@ func (d *Daemon) list() []SessionInfo {
 }
 
 func (d *Daemon) remove(id string, force bool) error {
-	if err := CheckID(id); err != nil {
+	if err := sandbox.CheckID(id); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -552,14 +463,14 @@ func (d *Daemon) remove(id string, force bool) error {
 	delete(d.sessions, id)
 	d.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrNoSession, id)
+		return fmt.Errorf("%w: %s", sandbox.ErrNoSession, id)
 	}
 	err := s.Close()
-	rec := AuditRecord{Event: "session.remove", Session: id, Policy: s.PolicyName, PolicyHash: s.PolicyHash}
+	rec := sandbox.AuditRecord{Event: "session.remove", Session: id, Policy: s.PolicyName, PolicyHash: s.PolicyHash}
 	if err != nil {
 		rec.Error = err.Error()
 	}
-	d.audit.write(rec)
+	d.audit.Write(rec)
 	return err
 }
 
@@ -567,24 +478,22 @@ func (d *Daemon) remove(id string, force bool) error {
 // stopped (its agent died) runs nothing any more: it is removed too, its
 // workspace left as it is.
 func (d *Daemon) gc() ([]string, error) {
-	d.rt.gcMu.Lock()
-	defer d.rt.gcMu.Unlock()
+	defer d.rt.Collecting()()
 	d.mu.Lock()
 	live := map[string]bool{}
 	var dead []*daemonSession
 	for id, s := range d.sessions {
-		if s.stopped() {
+		if s.Stopped() {
 			dead = append(dead, s)
 			delete(d.sessions, id)
 			continue
 		}
-		live[id], live[s.containerID()] = true, true
+		live[id], live[s.ContainerID()] = true, true
 	}
 	d.mu.Unlock()
 	for _, s := range dead {
-		s.stopEgress()
-		s.hold.Close() // rt.GC below removes what is left of it
-		d.audit.write(AuditRecord{Event: "session.reap", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+		s.Release() // rt.GC below removes what is left of it
+		d.audit.Write(sandbox.AuditRecord{Event: "session.reap", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
 			Error: "its sandbox had stopped"})
 	}
 	d.pools.live(live)

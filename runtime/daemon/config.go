@@ -1,4 +1,4 @@
-package sandbox
+package daemon
 
 import (
 	"errors"
@@ -12,13 +12,14 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 // ConfigPath is the daemon's configuration file for a state root:
 // /etc/warden/config.toml for the default root, ROOT/config.toml for any
 // other.
 func ConfigPath(root string) string {
-	if filepath.Clean(root) == DefaultRoot {
+	if filepath.Clean(root) == sandbox.DefaultRoot {
 		return "/etc/warden/config.toml"
 	}
 	return filepath.Join(root, "config.toml")

@@ -1,4 +1,4 @@
-package sandbox
+package daemon
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/runtime/internal/wire"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -111,16 +112,16 @@ func (d *startedDaemon) lastLine() string {
 // from the caller's terminal. A second one started by a racing client
 // finds the lock taken and exits.
 func (c *Client) startDaemon() (*startedDaemon, error) {
-	if err := CheckRoot(c.Root); err != nil {
+	if err := sandbox.CheckRoot(c.Root); err != nil {
 		return nil, err
 	}
 	if !filepath.IsAbs(c.Root) {
 		return nil, fmt.Errorf("state root %q must be an absolute path", c.Root)
 	}
-	if err := checkTraversable(c.Root); err != nil {
+	if err := sandbox.CheckTraversable(c.Root); err != nil {
 		return nil, err
 	}
-	if err := makeStateDir(c.Root); err != nil {
+	if err := sandbox.MakeStateDir(c.Root); err != nil {
 		return nil, err
 	}
 	d := &startedDaemon{log: filepath.Join(c.Root, "daemon.log")}
@@ -175,14 +176,14 @@ func (c *Client) Call(req Request) (Reply, error) {
 
 // Exec runs a command in a session through the daemon. The stdio files
 // are passed as they are; with a terminal, onTerminal gets its master.
-func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*os.File, onTerminal func(*os.File), signals <-chan os.Signal) (ExecResult, error) {
-	if err := CheckExec(e.Argv, e.Env, e.Cwd, e.Timeout); err != nil {
-		return ExecResult{}, err
+func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*os.File, onTerminal func(*os.File), signals <-chan os.Signal) (sandbox.ExecResult, error) {
+	if err := sandbox.CheckExec(e.Argv, e.Env, e.Cwd, e.Timeout); err != nil {
+		return sandbox.ExecResult{}, err
 	}
-	e.CallerEnv = utf8Env(e.CallerEnv)
+	e.CallerEnv = sandbox.UTF8Env(e.CallerEnv)
 	conn, err := c.dial(signals)
 	if err != nil {
-		return ExecResult{}, err
+		return sandbox.ExecResult{}, err
 	}
 	defer conn.Close()
 	var fds []int
@@ -192,7 +193,7 @@ func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*
 		}
 	}
 	if err := wire.Send(conn, Request{Op: "exec", ID: id, Create: create, Exec: &e}, fds...); err != nil {
-		return ExecResult{}, err
+		return sandbox.ExecResult{}, err
 	}
 	// A signal goes to the command. The first one, if it comes while the
 	// daemon has not read the request, ends the wait instead: a daemon that
@@ -224,15 +225,15 @@ func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*
 			wire.CloseAll(files)
 			select {
 			case s := <-gaveUp:
-				return ExecResult{}, &SignalError{s}
+				return sandbox.ExecResult{}, &SignalError{s}
 			default:
 			}
-			return ExecResult{}, fmt.Errorf("warden daemon: %w", err)
+			return sandbox.ExecResult{}, fmt.Errorf("warden daemon: %w", err)
 		}
 		switch {
 		case r.Error != "":
 			wire.CloseAll(files)
-			return ExecResult{}, errors.New(r.Error)
+			return sandbox.ExecResult{}, errors.New(r.Error)
 		case r.Started && len(files) > 0 && onTerminal != nil:
 			onTerminal(files[0])
 		case r.Result != nil:

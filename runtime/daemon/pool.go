@@ -1,4 +1,4 @@
-package sandbox
+package daemon
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 // PoolRequest configures a warm pool: the policy files it keeps
@@ -53,7 +54,7 @@ type pool struct {
 	policy     *policies.Policy
 	policyText []byte // the files' content when the key was made
 	key        string
-	ready      []*pooled
+	ready      []*sandbox.Pooled
 	refilling  int
 	hits       int
 	misses     int
@@ -81,7 +82,7 @@ func retryDelay(n int) time.Duration {
 // pools is the daemon's set of warm pools. Its lock is never held while a
 // container starts or stops.
 type pools struct {
-	rt   *Runtime
+	rt   *sandbox.Runtime
 	kick chan struct{}
 
 	mu       sync.Mutex
@@ -94,7 +95,7 @@ type pools struct {
 	saved []PoolRequest
 }
 
-func newPools(rt *Runtime) *pools {
+func newPools(rt *sandbox.Runtime) *pools {
 	return &pools{rt: rt, kick: make(chan struct{}, 1), byName: map[string]*pool{}, starting: map[string]bool{}}
 }
 
@@ -102,7 +103,7 @@ func poolName(files []string) string { return strings.Join(files, ":") }
 
 // statePath keeps the pools `pool fill` configured, so a restarted daemon
 // keeps them.
-func (ps *pools) statePath() string { return filepath.Join(ps.rt.poolDir(), "pools.json") }
+func (ps *pools) statePath() string { return filepath.Join(ps.rt.PoolDir(), "pools.json") }
 
 func (ps *pools) wake() {
 	select {
@@ -136,7 +137,7 @@ func (ps *pools) apply(req PoolRequest, persist bool) error {
 	if err != nil {
 		return err
 	}
-	key, err := ps.rt.poolKey(p, req.Vars)
+	key, err := ps.rt.PoolKey(p, req.Vars)
 	if err != nil {
 		return err
 	}
@@ -154,7 +155,7 @@ func (ps *pools) apply(req PoolRequest, persist bool) error {
 		pl = &pool{name: name}
 		ps.byName[name] = pl
 	}
-	var retired []*pooled
+	var retired []*sandbox.Pooled
 	if pl.key != key {
 		retired, pl.ready = pl.ready, nil
 	}
@@ -233,7 +234,7 @@ func (ps *pools) firstStart(name string, attempts int) error {
 func (ps *pools) drain(name string) error {
 	ps.saveMu.Lock()
 	ps.mu.Lock()
-	var retired []*pooled
+	var retired []*sandbox.Pooled
 	var drained []*pool
 	for n, pl := range ps.byName {
 		if name == "" || n == name {
@@ -271,12 +272,12 @@ func (ps *pools) drain(name string) error {
 	return err
 }
 
-func (ps *pools) destroy(list []*pooled) error {
+func (ps *pools) destroy(list []*sandbox.Pooled) error {
 	var errs []error
 	for _, pc := range list {
-		pc.close()
-		if err := ps.rt.destroyPooled(pc.ID); err != nil {
-			errs = append(errs, fmt.Errorf("pooled container %s: %w", pc.ID, err))
+		pc.Close()
+		if err := ps.rt.DestroyPooled(pc.ID); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox.Pooled container %s: %w", pc.ID, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -284,7 +285,7 @@ func (ps *pools) destroy(list []*pooled) error {
 
 // take atomically removes a ready container with the key from its pool
 // and counts a hit; with none, it counts a miss for the policy's pool.
-func (ps *pools) take(key, policyHash string) *pooled {
+func (ps *pools) take(key, policyHash string) *sandbox.Pooled {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	var missed *pool
@@ -316,7 +317,7 @@ const refillGrace = 30 * time.Millisecond
 // claimed ends a claim of pc, and counts a failed one as a miss. The
 // refill starts only refillGrace later, so it does not compete with the
 // claim nor with the session's first command.
-func (ps *pools) claimed(pc *pooled, ok bool) {
+func (ps *pools) claimed(pc *sandbox.Pooled, ok bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	defer time.AfterFunc(refillGrace, ps.wake)
@@ -422,10 +423,10 @@ func (ps *pools) refresh() {
 		}
 		key := ""
 		if err == nil {
-			key, err = ps.rt.poolKey(p, c.vars)
+			key, err = ps.rt.PoolKey(p, c.vars)
 		}
 		ps.mu.Lock()
-		var retired []*pooled
+		var retired []*sandbox.Pooled
 		if ps.byName[c.pl.name] == c.pl {
 			retired, c.pl.ready = c.pl.ready, nil
 			c.pl.policy, c.pl.policyText, c.pl.key, c.pl.err = p, text, key, ""
@@ -452,7 +453,7 @@ func (ps *pools) refill(ctx context.Context) {
 			continue
 		}
 		pl.refilling++
-		id := newPoolID()
+		id := sandbox.NewPoolID()
 		ps.starting[id] = true
 		go ps.startOne(ctx, pl, id)
 	}
@@ -463,11 +464,11 @@ func (ps *pools) startOne(ctx context.Context, pl *pool, id string) {
 		ps.mu.Lock()
 		p, vars, key := pl.policy, pl.Vars, pl.key
 		ps.mu.Unlock()
-		ps.rt.gcMu.RLock()
-		pc, err := ps.rt.startPooled(id, p, vars)
+		changed := ps.rt.Changing()
+		pc, err := ps.rt.StartPooled(id, p, vars)
 		ps.mu.Lock()
 		delete(ps.starting, id)
-		ps.rt.gcMu.RUnlock()
+		changed()
 		current := ps.byName[pl.name] == pl && pl.policy != nil
 		pl.attempts++
 		if err == nil && current && key == pl.key && pc.Key != key {
@@ -475,8 +476,8 @@ func (ps *pools) startOne(ctx context.Context, pl *pool, id string) {
 			// it (its skill folder moved away): a failure, backed off like
 			// any other, not a start to throw away and repeat at once.
 			ps.mu.Unlock()
-			pc.close()
-			ps.rt.destroyPooled(pc.ID)
+			pc.Close()
+			ps.rt.DestroyPooled(pc.ID)
 			ps.mu.Lock()
 			err = errors.New("a sandbox it started no longer matches the pool (its policy file or folders changed since `pool fill`); fill it again")
 		}
@@ -487,8 +488,8 @@ func (ps *pools) startOne(ctx context.Context, pl *pool, id string) {
 			pl.err = err.Error()
 		case !current || pc.Key != key || pc.Key != pl.key || len(pl.ready) >= pl.Size:
 			ps.mu.Unlock()
-			pc.close()
-			ps.rt.destroyPooled(pc.ID)
+			pc.Close()
+			ps.rt.DestroyPooled(pc.ID)
 			ps.mu.Lock()
 		default:
 			pl.ready = append(pl.ready, pc)
@@ -504,7 +505,7 @@ func (ps *pools) startOne(ctx context.Context, pl *pool, id string) {
 			}
 			return
 		}
-		id = newPoolID()
+		id = sandbox.NewPoolID()
 		ps.starting[id] = true
 		ps.mu.Unlock()
 	}
@@ -534,10 +535,10 @@ func (ps *pools) save(name string, req *PoolRequest) error {
 	if err != nil {
 		return err
 	}
-	if err := ps.rt.makePoolDir(); err != nil {
+	if err := ps.rt.MakePoolDir(); err != nil {
 		return fmt.Errorf("pool state: %w", err)
 	}
-	if err := writeStateFile(ps.statePath(), data); err != nil {
+	if err := sandbox.WriteStateFile(ps.statePath(), data); err != nil {
 		return fmt.Errorf("pool state: %w", err)
 	}
 	return nil
@@ -548,7 +549,7 @@ func (ps *pools) save(name string, req *PoolRequest) error {
 // daemon from starting: starting without it would forget every pool and
 // reap their ready sandboxes.
 func (ps *pools) load() error {
-	data, err := readStateFile(ps.statePath())
+	data, err := sandbox.ReadStateFile(ps.statePath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -585,25 +586,25 @@ func (ps *pools) adopt(config []PoolRequest, audit func(id string, err error)) {
 		}
 		ps.saveMu.Unlock()
 	}
-	for _, id := range ps.rt.pooledIDs() {
-		pc, err := ps.rt.loadPooled(id)
+	for _, id := range ps.rt.PooledIDs() {
+		pc, err := ps.rt.LoadPooled(id)
 		if err == nil {
 			err = ps.readopt(pc)
 		}
 		if err != nil {
 			if pc != nil {
-				pc.close()
+				pc.Close()
 			}
-			logrus.Warnf("reaping pooled container %s: %v", id, err)
-			ps.rt.destroyPooled(id)
+			logrus.Warnf("reaping sandbox.Pooled container %s: %v", id, err)
+			ps.rt.DestroyPooled(id)
 			audit(id, err)
 			continue
 		}
-		logrus.Infof("re-adopted pooled container %s", id)
+		logrus.Infof("re-adopted sandbox.Pooled container %s", id)
 	}
 }
 
-func (ps *pools) readopt(pc *pooled) error {
+func (ps *pools) readopt(pc *sandbox.Pooled) error {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for _, name := range ps.names() {
@@ -616,19 +617,19 @@ func (ps *pools) readopt(pc *pooled) error {
 	return errors.New("no pool wants it (its policy changed, or the pool was drained or shrunk)")
 }
 
-// gc removes pooled containers and folders the pools do not own.
+// gc removes sandbox.Pooled containers and folders the pools do not own.
 func (ps *pools) gc(live map[string]bool) ([]string, error) {
 	var removed []string
 	var errs []error
-	for _, id := range ps.rt.pooledIDs() {
+	for _, id := range ps.rt.PooledIDs() {
 		if live[id] {
 			continue
 		}
-		if err := ps.rt.destroyPooled(id); err != nil {
+		if err := ps.rt.DestroyPooled(id); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		removed = append(removed, "pooled container "+id)
+		removed = append(removed, "sandbox.Pooled container "+id)
 	}
 	return removed, errors.Join(errs...)
 }
@@ -642,68 +643,68 @@ func (d *Daemon) AdoptPools(cfg *Config) {
 		config = cfg.Pools
 	}
 	d.pools.adopt(config, func(id string, err error) {
-		d.audit.write(AuditRecord{Event: "pool.reap", Session: id, Error: err.Error()})
+		d.audit.Write(sandbox.AuditRecord{Event: "pool.reap", Session: id, Error: err.Error()})
 	})
 	d.reapOrphans()
 }
 
 // reapOrphans removes the containers and cgroups of the root that no
 // session or pool owns once both are adopted: what a previous daemon
-// lost track of (a pooled container whose folder is gone, say). Nothing
+// lost track of (a sandbox.Pooled container whose folder is gone, say). Nothing
 // of this daemon's is under way yet.
 func (d *Daemon) reapOrphans() {
 	owned := map[string]bool{}
 	d.mu.Lock()
 	for _, s := range d.sessions {
-		owned[s.containerID()] = true
+		owned[s.ContainerID()] = true
 	}
 	d.mu.Unlock()
 	// A session folder this daemon did not adopt (another process holds
 	// it: a warden do, a Go program) still owns its container, which for
 	// a claimed session is a pool-… one.
-	if entries, err := os.ReadDir(filepath.Dir(d.rt.sessionDir("x"))); err == nil {
+	if entries, err := os.ReadDir(filepath.Dir(d.rt.SessionDir("x"))); err == nil {
 		for _, e := range entries {
-			if CheckID(e.Name()) == nil {
-				owned[d.rt.sessionContainer(e.Name())] = true
+			if sandbox.CheckID(e.Name()) == nil {
+				owned[d.rt.SessionContainer(e.Name())] = true
 			}
 		}
 	}
 	d.pools.live(owned)
-	for _, id := range d.rt.orphans(owned) {
-		err := d.rt.removeContainer(id)
-		rec := AuditRecord{Event: "container.reap", Session: id}
+	for _, id := range d.rt.Orphans(owned) {
+		err := d.rt.RemoveContainer(id)
+		rec := sandbox.AuditRecord{Event: "container.reap", Session: id}
 		if err != nil {
 			rec.Error = err.Error()
 			logrus.Warnf("reaping container %s, which no session or pool owns: %v", id, err)
 		} else {
 			logrus.Warnf("reaped container %s, which no session or pool owned", id)
 		}
-		d.audit.write(rec)
+		d.audit.Write(rec)
 	}
 }
 
 // createSession claims a ready container from a warm pool when one can
 // serve the session, and starts the sandbox cold otherwise: an empty pool,
 // or a claim that fails, is never the caller's error.
-func (d *Daemon) createSession(cfg SessionConfig) (*Session, error) {
+func (d *Daemon) createSession(cfg sandbox.SessionConfig) (*sandbox.Session, error) {
 	if d.pools.empty() {
 		return d.rt.Create(cfg)
 	}
 	start := time.Now()
-	cs, err := d.rt.newClaimSpec(cfg)
+	cs, err := d.rt.NewClaimSpec(cfg)
 	if err != nil {
 		return nil, err
 	}
 	generated := time.Since(start)
-	if pc := d.pools.take(cs.key, cfg.Policy.Hash()); pc != nil {
-		s, err := d.rt.claimPooled(pc, cfg, cs)
+	if pc := d.pools.take(cs.Key(), cfg.Policy.Hash()); pc != nil {
+		s, err := d.rt.ClaimPooled(pc, cfg, cs)
 		d.pools.claimed(pc, err == nil)
 		if err == nil {
 			logrus.Debugf("session %s: claimed %s in %s (spec %s)", cfg.ID, pc.ID, time.Since(start), generated)
 			return s, nil
 		}
-		logrus.Warnf("session %s: claiming pooled container %s failed, starting cold: %v", cfg.ID, pc.ID, err)
-		d.audit.write(AuditRecord{Event: "pool.claim-failed", Session: cfg.ID, Policy: cfg.Policy.Name, Error: err.Error()})
+		logrus.Warnf("session %s: claiming sandbox.Pooled container %s failed, starting cold: %v", cfg.ID, pc.ID, err)
+		d.audit.Write(sandbox.AuditRecord{Event: "pool.claim-failed", Session: cfg.ID, Policy: cfg.Policy.Name, Error: err.Error()})
 	}
 	return d.rt.Create(cfg)
 }
@@ -725,7 +726,7 @@ func (d *Daemon) poolOp(op string, req *PoolRequest) ([]PoolInfo, error) {
 			}
 			return nil, err
 		}
-		d.audit.write(AuditRecord{Event: "pool.fill", Policy: poolName(req.Files)})
+		d.audit.Write(sandbox.AuditRecord{Event: "pool.fill", Policy: poolName(req.Files)})
 	case "pool.drain":
 		name := ""
 		if req != nil {
@@ -734,7 +735,7 @@ func (d *Daemon) poolOp(op string, req *PoolRequest) ([]PoolInfo, error) {
 		if err := d.pools.drain(name); err != nil {
 			return nil, err
 		}
-		d.audit.write(AuditRecord{Event: "pool.drain", Policy: name})
+		d.audit.Write(sandbox.AuditRecord{Event: "pool.drain", Policy: name})
 	}
 	claimed := map[string]int{}
 	d.mu.Lock()
