@@ -6,7 +6,7 @@ import (
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 	// The fast path of `warden exec` runs as a C constructor, before any
 	// of this; see its package documentation.
-	_ "github.com/warden-sandbox/warden/runtime/preinit"
+	_ "github.com/warden-sandbox/warden/runtime/agent"
 )
 
 // init hands the process to libcontainer when it was started as a

@@ -378,7 +378,7 @@ func (rt *Runtime) bindSession(s *Session, mntns int, late []specs.Mount) (err e
 }
 
 // agentArgs runs the warden binary as the sandbox's agent (the C program
-// in runtime/preinit, which takes over before the Go runtime starts),
+// in runtime/agent, which takes over before the Go runtime starts),
 // telling it what Landlock must allow.
 func agentArgs(s *specs.Spec) []string {
 	args := []string{spec.AgentPath, "agent"}

@@ -142,7 +142,7 @@ func (rt *Runtime) gcLeases(live map[string]bool) []string {
 	return removed
 }
 
-// usernsOwner is a process (runtime/preinit/usernsowner.c) holding a user
+// usernsOwner is a process (runtime/agent/usernsowner.c) holding a user
 // namespace owned by the sandbox's uid, mapped as the spec says, for the
 // sandbox's init to join.
 type usernsOwner struct {

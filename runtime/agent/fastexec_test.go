@@ -1,4 +1,4 @@
-package preinit
+package agent
 
 import (
 	"encoding/json"

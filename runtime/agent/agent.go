@@ -1,9 +1,11 @@
-package preinit
+package agent
 
 /*
 #cgo CFLAGS: -Wall -Wextra -O2
 #include <stdlib.h>
 #include "agent.h"
+#include "landlock.h"
+#include "leftover.h"
 
 static char *string_at(char **v, int i) { return v[i]; }
 static struct rule *rule_at(struct rule *v, int i) { return &v[i]; }
@@ -38,7 +40,7 @@ func goStrings(s *C.struct_strings) []string {
 	return out
 }
 
-// request holds what runtime.execRequest holds; without tags, Go's
+// request holds what sandbox.execRequest holds; without tags, Go's
 // decoder matches its fields to the keys as it does the tagged ones.
 type request struct {
 	Argv, Env  []string

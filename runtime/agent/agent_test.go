@@ -1,4 +1,4 @@
-package preinit
+package agent
 
 import (
 	"debug/elf"
@@ -101,7 +101,7 @@ func TestParseControl(t *testing.T) {
 	}
 }
 
-// Events read as runtime.execEvent's encoding writes them.
+// Events read as sandbox.execEvent's encoding writes them.
 func TestEventJSON(t *testing.T) {
 	for want, got := range map[string]string{
 		`{"code":0}`:                                  eventJSON(false, false, 0, 0, 0, ""),

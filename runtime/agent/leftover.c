@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "leftover.h"
 
 /* A process that forked before it was killed (one with a fatal signal
  * pending forks no more) is caught by a later pass; a killed one may

@@ -19,7 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "landlock.h"
 
 #define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
 #define LANDLOCK_RULE_PATH_BENEATH 1

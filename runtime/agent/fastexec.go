@@ -1,4 +1,4 @@
-package preinit
+package agent
 
 /*
 #cgo CFLAGS: -Wall -Wextra -O2

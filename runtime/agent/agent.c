@@ -8,7 +8,7 @@
 //
 // It applies Landlock as a second wall (landlock.c), reaps every zombie,
 // and runs each command it is sent over the listening socket on fd 3
-// (runtime/protocol.go: one JSON message per SOCK_SEQPACKET packet, the
+// (runtime/sandbox/agentwire.go: one JSON message per SOCK_SEQPACKET packet, the
 // caller's stdin, stdout and stderr as SCM_RIGHTS) in a session of its
 // own, so its whole process group can be signalled. One epoll loop serves
 // the listener, every connection, and a signalfd for SIGCHLD.
@@ -37,6 +37,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "landlock.h"
+#include "leftover.h"
 
 #define LISTENER_FD 3 /* runtime.agentListenerFD */
 

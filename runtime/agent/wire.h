@@ -1,6 +1,6 @@
 // What the fast path and the agent share: a growable buffer, JSON written
 // and read the way Go's encoding/json does, and one message on a
-// SOCK_SEQPACKET socket (runtime/protocol.go).
+// SOCK_SEQPACKET socket (runtime/sandbox/agentwire.go).
 #ifndef WARDEN_WIRE_H
 #define WARDEN_WIRE_H
 

@@ -1,0 +1,67 @@
+// agent.c: the sandbox agent, PID 1 of every session. Its request parsing
+// and program lookup are named here for the Go tests (through agent.go);
+// struct strings and struct agent_config are shared with landlock.c.
+#ifndef WARDEN_AGENT_H
+#define WARDEN_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "wire.h"
+
+struct strings {
+	char **v;
+	int n, cap;
+	int failed;
+};
+
+void strings_add(struct strings *s, const char *v);
+void strings_free(struct strings *s);
+
+struct agent_config {
+	int allow_all;           /* no exec.allow: everything visible may run */
+	struct strings allow;    /* --exec-allow */
+	struct strings writable; /* --writable */
+	struct strings exec_dirs; /* --exec-dirs: writable folders whose programs may run */
+	struct strings hidden;   /* --hidden-programs, the file's lines */
+	int pooled;
+};
+
+/* sandbox.execRequest */
+struct request {
+	struct strings argv, env;
+	char *cwd;
+	int tty, seal;
+	unsigned rows, cols;
+	int nul; /* a string held a NUL byte, which no C string can carry */
+};
+
+int agent_parse_request(const char *msg, size_t len, struct request *r);
+void agent_free_request(struct request *r);
+
+/* sandbox.execControl */
+struct control {
+	long long signal;
+	int kill;
+};
+
+int agent_parse_control(const char *msg, size_t len, struct control *c);
+
+/* sandbox.execEvent */
+struct event {
+	int started, exited;
+	long pid;
+	int code, signal;
+	struct buf error;
+};
+
+void agent_event_json(const struct event *ev, struct buf *out);
+
+/* agent_lookup resolves name as the Go agent did; it returns the path
+ * (to free) or NULL with ev filled in. */
+char *agent_lookup(const struct agent_config *cfg, const char *name, const char *cwd, char *const *env, int nenv,
+		   struct event *ev);
+void agent_exec_error(const char *name, const char *path, int err, struct event *ev);
+
+#endif
