@@ -277,7 +277,7 @@ func (ps *pools) destroy(list []*sandbox.Pooled) error {
 	for _, pc := range list {
 		pc.Close()
 		if err := ps.rt.DestroyPooled(pc.ID); err != nil {
-			errs = append(errs, fmt.Errorf("sandbox.Pooled container %s: %w", pc.ID, err))
+			errs = append(errs, fmt.Errorf("pooled container %s: %w", pc.ID, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -595,12 +595,12 @@ func (ps *pools) adopt(config []PoolRequest, audit func(id string, err error)) {
 			if pc != nil {
 				pc.Close()
 			}
-			logrus.Warnf("reaping sandbox.Pooled container %s: %v", id, err)
+			logrus.Warnf("reaping pooled container %s: %v", id, err)
 			ps.rt.DestroyPooled(id)
 			audit(id, err)
 			continue
 		}
-		logrus.Infof("re-adopted sandbox.Pooled container %s", id)
+		logrus.Infof("re-adopted pooled container %s", id)
 	}
 }
 
@@ -617,7 +617,7 @@ func (ps *pools) readopt(pc *sandbox.Pooled) error {
 	return errors.New("no pool wants it (its policy changed, or the pool was drained or shrunk)")
 }
 
-// gc removes sandbox.Pooled containers and folders the pools do not own.
+// gc removes pooled containers and folders the pools do not own.
 func (ps *pools) gc(live map[string]bool) ([]string, error) {
 	var removed []string
 	var errs []error
@@ -629,7 +629,7 @@ func (ps *pools) gc(live map[string]bool) ([]string, error) {
 			errs = append(errs, err)
 			continue
 		}
-		removed = append(removed, "sandbox.Pooled container "+id)
+		removed = append(removed, "pooled container "+id)
 	}
 	return removed, errors.Join(errs...)
 }
@@ -650,7 +650,7 @@ func (d *Daemon) AdoptPools(cfg *Config) {
 
 // reapOrphans removes the containers and cgroups of the root that no
 // session or pool owns once both are adopted: what a previous daemon
-// lost track of (a sandbox.Pooled container whose folder is gone, say). Nothing
+// lost track of (a pooled container whose folder is gone, say). Nothing
 // of this daemon's is under way yet.
 func (d *Daemon) reapOrphans() {
 	owned := map[string]bool{}
@@ -703,7 +703,7 @@ func (d *Daemon) createSession(cfg sandbox.SessionConfig) (*sandbox.Session, err
 			logrus.Debugf("session %s: claimed %s in %s (spec %s)", cfg.ID, pc.ID, time.Since(start), generated)
 			return s, nil
 		}
-		logrus.Warnf("session %s: claiming sandbox.Pooled container %s failed, starting cold: %v", cfg.ID, pc.ID, err)
+		logrus.Warnf("session %s: claiming pooled container %s failed, starting cold: %v", cfg.ID, pc.ID, err)
 		d.audit.Write(sandbox.AuditRecord{Event: "pool.claim-failed", Session: cfg.ID, Policy: cfg.Policy.Name, Error: err.Error()})
 	}
 	return d.rt.Create(cfg)

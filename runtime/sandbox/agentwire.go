@@ -9,7 +9,7 @@ type execRequest struct {
 	Tty  bool     `json:"tty,omitempty"`
 	Rows uint16   `json:"rows,omitempty"`
 	Cols uint16   `json:"cols,omitempty"`
-	// Seal, alone, tells a Pooled agent its session's folders are bound.
+	// Seal, alone, tells a pooled agent its session's folders are bound.
 	Seal bool `json:"seal,omitempty"`
 }
 

@@ -20,8 +20,8 @@ func (rt *Runtime) cgroupPath(container string) string {
 	return cgroupParent + "/" + rt.rootTag() + "/" + container
 }
 
-// sessionContainer is the libcontainer id of a session: its own id, or
-// the Pooled container's it was claimed from. Reaping a session whose
+// SessionContainer is the libcontainer id of a session: its own id, or
+// the pooled container's it was claimed from. Reaping a session whose
 // session.json is damaged must still find that container: a claimed
 // session's folder also holds the pool.json it was started with, and
 // every session's config.json names its cgroup, which is the

@@ -63,8 +63,8 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		if live[id] {
 			continue
 		}
-		if c, err := loadContainer(rt.containersDir(), id); err == nil {
-			if err := KillAndDestroy(c); err != nil {
+		if c, err := rt.engine.load(id); err == nil {
+			if err := c.destroy(); err != nil {
 				errs = append(errs, fmt.Errorf("container %s: %w", id, err))
 				continue
 			}
@@ -169,7 +169,7 @@ func isRootTag(dir string) bool {
 	return err == nil
 }
 
-// removeRootCgroups removes this root's own cgroup folders once empty.
+// RemoveRootCgroups removes this root's own cgroup folders once empty.
 func (rt *Runtime) RemoveRootCgroups() {
 	for _, base := range []string{"/sys/fs/cgroup/*", "/sys/fs/cgroup"} {
 		matches, _ := filepath.Glob(base + cgroupParent + "/" + rt.rootTag())
@@ -200,10 +200,10 @@ func removeCgroup(dir string) error {
 	return fmt.Errorf("remove cgroup %s: still busy", dir)
 }
 
-// orphans lists the containers of this root, by libcontainer state or by
+// Orphans lists the containers of this root, by libcontainer state or by
 // cgroup, that nothing owns: no id in owned, no session folder (a sandbox
 // another process runs, or one being made, has one before its container)
-// and no Pooled container's folder.
+// and no pooled container's folder.
 func (rt *Runtime) Orphans(owned map[string]bool) []string {
 	seen := map[string]bool{}
 	var out []string

@@ -22,7 +22,7 @@ func init() {
 	goruntime.LockOSThread()
 }
 
-// bindLate mounts a claimed session's folders into a running Pooled
+// bindLate mounts a claimed session's folders into a running pooled
 // container, exactly as a cold start would have mounted them: each source
 // is cloned in the host's namespace (open_tree), given the mount's flags
 // and id mapping (mount_setattr), then moved onto its destination from a
@@ -151,7 +151,7 @@ func cloneMount(m specs.Mount) (int, error) {
 
 // idmapUsernses holds the user namespaces idmapped late mounts need, one
 // per mapping (folder owner -> a sandbox's uid). Making one takes a
-// process (a few ms), too slow for a claim: a Pooled sandbox's are made
+// process (a few ms), too slow for a claim: a pooled sandbox's are made
 // when it starts (prewarm), for the owners of the folders recent claims
 // bound. Each sandbox has a uid of its own, so the cache is bounded and
 // drops its oldest entries; a mount made with a namespace keeps it alive.
@@ -159,7 +159,7 @@ var idmapUsernses = &usernsCache{m: map[string]usernsEntry{}}
 
 const (
 	usernsCacheSize = 64 // namespaces kept open
-	recentOwners    = 2  // folder owners a Pooled sandbox is prepared for
+	recentOwners    = 2  // folder owners a pooled sandbox is prepared for
 )
 
 type usernsCache struct {

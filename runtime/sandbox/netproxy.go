@@ -21,10 +21,10 @@ import (
 // apply). It is read when a session's proxy starts.
 const EgressHostsEnv = "WARDEN_EGRESS_HOSTS"
 
-// startEgress serves a session's network.allow list: a listener on
+// StartEgress serves a session's network.allow list: a listener on
 // spec.EgressProxyAddr inside the sandbox's network namespace, answered by
 // a proxy in this process, which dials from the host. It must run before
-// any sandboxed code does (at create, or when a Pooled sandbox is claimed,
+// any sandboxed code does (at create, or when a pooled sandbox is claimed,
 // or when a daemon re-adopts a session), else the sandbox could take the
 // port. Without a network.allow list there is nothing to serve: the
 // sandbox has loopback only.
@@ -44,11 +44,11 @@ func (rt *Runtime) StartEgress(s *Session) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.container.State()
+	pid, _, err := s.container.init()
 	if err != nil {
 		return fmt.Errorf("session %s: egress: %w", s.ID, err)
 	}
-	ln, err := listenInNetns(st.InitProcessPid, spec.EgressProxyAddr)
+	ln, err := listenInNetns(pid, spec.EgressProxyAddr)
 	if err != nil {
 		return fmt.Errorf("session %s: egress proxy listener in the sandbox: %w", s.ID, err)
 	}
@@ -66,7 +66,7 @@ func (rt *Runtime) StartEgress(s *Session) error {
 	return nil
 }
 
-// stopEgress closes the session's listener and every connection through it.
+// StopEgress closes the session's listener and every connection through it.
 func (s *Session) StopEgress() {
 	if s.egress != nil {
 		s.egress.Close()

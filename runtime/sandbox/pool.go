@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opencontainers/runc/libcontainer"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -31,7 +30,7 @@ import (
 // the session's own folders ($WORK_DIR at /workspace, $DATA_DIR at /data):
 // those are bound into the running container when a session claims it.
 //
-// Which Pooled container may serve a session is decided by content, not by
+// Which pooled container may serve a session is decided by content, not by
 // names: the key of a container is a hash of its spec and rootfs without
 // those late mounts (bundle paths and the container's name left out). A
 // claim generates the spec a cold start would use for the session, and
@@ -40,18 +39,18 @@ import (
 // elsewhere because of where the workspace is, a write grant under a
 // folder only this workspace has) falls back to a cold start.
 
-// poolDir holds the pool's containers: ROOT/pool/<container>/ with
+// PoolDir holds the pool's containers: ROOT/pool/<container>/ with
 // pool.json, the bundle, the agent's socket and log.
 func (rt *Runtime) PoolDir() string { return filepath.Join(rt.Root, "pool") }
 
-// placeholder stands for the session folders while a Pooled container is
+// placeholder stands for the session folders while a pooled container is
 // generated: an empty folder of warden's own in its state root, which no
 // sandbox ever sees. The state root may lie where no grant may be (the
 // default, /run/warden): the spec's checks let this one folder stand at
 // /workspace and /data because its binds are split off, never mounted.
 func (rt *Runtime) placeholder() string { return filepath.Join(rt.PoolDir(), ".empty") }
 
-// makePoolDir creates the pool folder, traversable (not listable) by the
+// MakePoolDir creates the pool folder, traversable (not listable) by the
 // sandboxes' host user like the rest of the root, and the placeholder.
 func (rt *Runtime) MakePoolDir() error {
 	if err := rt.MakeDirs(); err != nil {
@@ -113,42 +112,19 @@ type Pooled struct {
 	// before sandboxes had their own, spec.DefaultIdentity).
 	Identity spec.Identity `json:"identity"`
 
-	container *libcontainer.Container
+	container container
 	mntns     *os.File // the sandbox's mount namespace, held from its start: no pid can be mistaken
 }
 
-// attach keeps a handle on a running Pooled container and its mount
+// attach keeps a handle on a running pooled container and its mount
 // namespace.
-func (p *Pooled) attach(c *libcontainer.Container) error {
+func (p *Pooled) attach(c container) error {
 	ns, err := mountNamespace(c)
 	if err != nil {
 		return err
 	}
 	p.container, p.mntns = c, ns
 	return nil
-}
-
-// mountNamespace opens a running container's mount namespace.
-func mountNamespace(c *libcontainer.Container) (*os.File, error) {
-	st, err := c.State()
-	if err != nil {
-		return nil, err
-	}
-	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", st.InitProcessPid))
-	if err != nil {
-		return nil, err
-	}
-	// The pid could have died and been reused between State and Open:
-	// the container must still be running with the same init.
-	if st2, err := c.State(); err != nil || st2.InitProcessPid != st.InitProcessPid || st2.InitProcessStartTime != st.InitProcessStartTime {
-		ns.Close()
-		return nil, errors.New("sandbox init changed while attaching")
-	}
-	if s, err := c.Status(); err != nil || s != libcontainer.Running {
-		ns.Close()
-		return nil, fmt.Errorf("sandbox is not running (%v)", s)
-	}
-	return ns, nil
 }
 
 // Close drops the handles; the container itself is left as it is.
@@ -188,14 +164,14 @@ func (rt *Runtime) sessionSpec(p *policies.Policy, vars policies.Vars, id spec.I
 	return rt.generate(p, vars, id, container, bundleDir, false)
 }
 
-// pooledSpec generates the spec of a Pooled sandbox: the placeholder
+// pooledSpec generates the spec of a pooled sandbox: the placeholder
 // stands for the session's folders.
 func (rt *Runtime) pooledSpec(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string) (*spec.Bundle, error) {
 	vars.WorkDir, vars.DataDir = rt.placeholder(), rt.placeholder()
 	return rt.generate(p, vars, id, container, bundleDir, true)
 }
 
-// generate is sessionSpec, or with Pooled pooledSpec. Only a Pooled
+// generate is sessionSpec, or with pooled pooledSpec. Only a pooled
 // sandbox's spec treats the placeholder as warden's own: a session that
 // names it as its workspace is a grant inside the state root, refused.
 func (rt *Runtime) generate(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string, Pooled bool) (*spec.Bundle, error) {
@@ -292,7 +268,7 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, Pooled bool)
 			continue
 		}
 		if Pooled && m.Source == placeholder && isLate(m.Destination) {
-			continue // the placeholder stands for a Pooled sandbox's folders, never mounted
+			continue // the placeholder stands for a pooled sandbox's folders, never mounted
 		}
 		if _, own := hostfs.Under(m.Source, masks); own {
 			continue
@@ -323,7 +299,7 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, Pooled bool)
 	return nil
 }
 
-// poolView splits a generated bundle into the key of the Pooled container
+// poolView splits a generated bundle into the key of the pooled container
 // that can serve it and the mounts a claim binds late, in the order the
 // spec mounts them.
 func poolView(b *spec.Bundle, bundleDir string) (key string, late []specs.Mount, err error) {
@@ -339,7 +315,7 @@ func poolView(b *spec.Bundle, bundleDir string) (key string, late []specs.Mount,
 	if sp.Linux != nil {
 		sp.Linux.CgroupsPath = ""
 	}
-	// Every Pooled sandbox has a uid of its own; a claim moves the
+	// Every pooled sandbox has a uid of its own; a claim moves the
 	// session's mounts to it.
 	spec.Reidentify(&sp, spec.SpecIdentity(&sp), spec.DefaultIdentity)
 	view, err := json.Marshal(struct {
@@ -355,7 +331,7 @@ func poolView(b *spec.Bundle, bundleDir string) (key string, late []specs.Mount,
 	return hex.EncodeToString(sum[:12]), late, nil
 }
 
-// poolKey is the key of the containers a pool keeps for a policy, its
+// PoolKey is the key of the containers a pool keeps for a policy, its
 // skill folder and $HOME.
 func (rt *Runtime) PoolKey(p *policies.Policy, vars policies.Vars) (string, error) {
 	if err := rt.MakePoolDir(); err != nil {
@@ -376,7 +352,7 @@ func NewPoolID() string {
 	return "pool-" + hex.EncodeToString(b[:])
 }
 
-// startPooled starts one warm container for a policy: the agent runs, but
+// StartPooled starts one warm container for a policy: the agent runs, but
 // waits for a claim to bind the session's folders and seal it before it
 // runs any command.
 func (rt *Runtime) StartPooled(id string, p *policies.Policy, vars policies.Vars) (_ *Pooled, err error) {
@@ -413,7 +389,7 @@ func (rt *Runtime) StartPooled(id string, p *policies.Policy, vars policies.Vars
 	// claim start cold rather than trust a mask on the old one.
 	masked := maskedFiles(b.Spec, bundleDir)
 	b.Spec.Mounts, _ = splitLate(b.Spec.Mounts)
-	b.Spec.Process.Args = append(b.Spec.Process.Args, "--Pooled")
+	b.Spec.Process.Args = append(b.Spec.Process.Args, "--pooled")
 	if err := spec.WriteBundle(bundleDir, b); err != nil {
 		return nil, err
 	}
@@ -447,7 +423,7 @@ func (rt *Runtime) StartPooled(id string, p *policies.Policy, vars policies.Vars
 	return pc, nil
 }
 
-// loadPooled re-adopts a ready container a previous daemon left. One that
+// LoadPooled re-adopts a ready container a previous daemon left. One that
 // a claim had begun to bind (it has a session.json) or whose sandbox died
 // is an error: the caller reaps it.
 func (rt *Runtime) LoadPooled(id string) (*Pooled, error) {
@@ -463,7 +439,7 @@ func (rt *Runtime) LoadPooled(id string) (*Pooled, error) {
 	if err := json.Unmarshal(data, pc); err != nil || pc.ID != id {
 		return nil, fmt.Errorf("pool.json: bad state (%v)", err)
 	}
-	c, err := loadContainer(rt.containersDir(), id)
+	c, err := rt.engine.load(id)
 	if err != nil {
 		return nil, err
 	}
@@ -473,7 +449,7 @@ func (rt *Runtime) LoadPooled(id string) (*Pooled, error) {
 	return pc, nil
 }
 
-// pooledIDs lists the containers under the pool folder.
+// PooledIDs lists the containers under the pool folder.
 func (rt *Runtime) PooledIDs() []string {
 	entries, _ := os.ReadDir(rt.PoolDir())
 	var ids []string
@@ -485,7 +461,7 @@ func (rt *Runtime) PooledIDs() []string {
 	return ids
 }
 
-// destroyPooled removes a Pooled container and its folder.
+// DestroyPooled removes a pooled container and its folder.
 func (rt *Runtime) DestroyPooled(id string) error {
 	var errs []error
 	if err := rt.RemoveContainer(id); err != nil {
@@ -498,7 +474,7 @@ func (rt *Runtime) DestroyPooled(id string) error {
 }
 
 // ClaimSpec is what a claim needs to know about a session: the key of
-// the Pooled containers that can serve it and the mounts to bind late.
+// the pooled containers that can serve it and the mounts to bind late.
 type ClaimSpec struct {
 	key       string
 	late      []specs.Mount
@@ -526,7 +502,7 @@ func (rt *Runtime) NewClaimSpec(cfg SessionConfig) (*ClaimSpec, error) {
 // maskedFiles names, for each mask of a spec outside the session's
 // folders, the host file under it (fileIdentity). A mask is mounted
 // on the file that was there when the sandbox started; should the folder
-// be removed and made again (rm -r ~/.ssh; mkdir ~/.ssh), a Pooled sandbox
+// be removed and made again (rm -r ~/.ssh; mkdir ~/.ssh), a pooled sandbox
 // shows the new one unmasked, so a claim compares them.
 func maskedFiles(sp *specs.Spec, bundleDir string) map[string]string {
 	masks := filepath.Join(bundleDir, "masks") + "/"
@@ -564,11 +540,11 @@ func fileIdentity(path string) string {
 	return fmt.Sprintf("%d:%d:%d:%d.%09d", st.Dev_major, st.Dev_minor, st.Ino, t.Sec, t.Nsec)
 }
 
-// ErrPoolMismatch says a Pooled container cannot serve a session: its
+// ErrPoolMismatch says a pooled container cannot serve a session: its
 // sandbox would differ from the session's cold-started one.
-var ErrPoolMismatch = errors.New("the Pooled container does not match the session's sandbox")
+var ErrPoolMismatch = errors.New("the pooled container does not match the session's sandbox")
 
-// claimPooled turns a ready container into the session cfg describes. On
+// ClaimPooled turns a ready container into the session cfg describes. On
 // error the container is gone and the caller starts the session cold.
 //
 // Order matters for a crash at any point: session.json in the pool folder
@@ -589,7 +565,7 @@ func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ 
 	if now := maskedFiles(cs.bundle.Spec, cs.bundleDir); !maps.Equal(now, pc.Masked) {
 		return nil, fmt.Errorf("%w: a denied file was replaced on the host since the sandbox started", ErrPoolMismatch)
 	}
-	// The session runs as the Pooled sandbox's uid: its mounts map files
+	// The session runs as the pooled sandbox's uid: its mounts map files
 	// to that one. A caller that chose an identity gets a cold start.
 	identity := pc.Identity
 	if identity == (spec.Identity{}) {
@@ -611,7 +587,7 @@ func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ 
 	spec.Reidentify(&lateSpec, spec.SpecIdentity(cs.bundle.Spec), identity)
 	late := lateSpec.Mounts
 	if pc.container == nil || pc.mntns == nil {
-		return nil, errors.New("Pooled container not attached")
+		return nil, errors.New("pooled container not attached")
 	}
 	cfg.Identity = identity
 	s := &Session{
@@ -654,7 +630,7 @@ func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ 
 	return s, nil
 }
 
-// seal tells a Pooled agent that its session's folders are bound, so it
+// seal tells a pooled agent that its session's folders are bound, so it
 // applies Landlock now rather than before the first command (which it
 // would do anyway: no command ever runs without it). The claim does not
 // wait: the agent seals while the session's creator gets its answer.

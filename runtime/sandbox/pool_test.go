@@ -80,7 +80,7 @@ deny = ["$WORK_DIR/secret"]
 	}
 }
 
-// TestMaskedFiles: a Pooled sandbox's masks outside the session folders
+// TestMaskedFiles: a pooled sandbox's masks outside the session folders
 // are mounted on the host files that were there when it started; one
 // removed and made again (its inode maybe reused) must not match.
 func TestMaskedFiles(t *testing.T) {

@@ -86,16 +86,15 @@ func (s *Session) agentRoot() (root, pid int, ok bool) {
 	if s.container == nil {
 		return -1, 0, false
 	}
-	st, err := s.container.State()
-	if err != nil || st.InitProcessPid <= 0 {
+	pid, start, err := s.container.init()
+	if err != nil || pid <= 0 {
 		return -1, 0, false
 	}
-	pid = st.InitProcessPid
 	root, err = unix.Open(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, 0, false
 	}
-	if st2, err := s.container.State(); err != nil || st2.InitProcessPid != pid || st2.InitProcessStartTime != st.InitProcessStartTime {
+	if pid2, start2, err := s.container.init(); err != nil || pid2 != pid || start2 != start {
 		unix.Close(root)
 		return -1, 0, false
 	}

@@ -11,15 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/opencontainers/runc/libcontainer"
 	libseccomp "github.com/opencontainers/runc/libcontainer/seccomp"
-	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -51,6 +48,8 @@ type Runtime struct {
 	// starts: what gc finds in the state root and no live session
 	// owns must not be one of those under way. See Changing, Collecting.
 	gcMu sync.RWMutex
+
+	engine engine // runs the sandboxes' containers; see engine.go
 }
 
 // Changing marks a create, claim or pool start under way until the
@@ -84,6 +83,7 @@ func New(root, binary string) (*Runtime, error) {
 		return nil, errors.New("this program was built without seccomp support and would fail every sandbox: build it with cgo and `-tags seccomp` (libseccomp-dev installed), as `make build` builds warden")
 	}
 	rt := &Runtime{Root: root, Binary: binary}
+	rt.engine = &containerEngine{rt: rt}
 	for _, d := range rt.stateDirs() {
 		if err := CheckTraversable(d); err != nil {
 			return nil, err
@@ -103,7 +103,7 @@ func (rt *Runtime) stateDirs() []string {
 	return []string{rt.containersDir(), filepath.Join(rt.Root, "sessions")}
 }
 
-// makeDirs creates the state root's folders when the first sandbox or the
+// MakeDirs creates the state root's folders when the first sandbox or the
 // daemon needs them: a command refused for bad input leaves no root behind.
 func (rt *Runtime) MakeDirs() error {
 	for _, d := range rt.stateDirs() {
@@ -220,7 +220,7 @@ type Session struct {
 	Created    time.Time     `json:"created"`
 	Identity   spec.Identity `json:"identity"`
 	// Container is the libcontainer id when it differs from ID: a session
-	// claimed from the warm pool keeps its Pooled container's id.
+	// claimed from the warm pool keeps its pooled container's id.
 	Container string `json:"container,omitempty"`
 	// Pool is the key of the warm pool the session was claimed from.
 	Pool   string          `json:"pool,omitempty"`
@@ -228,9 +228,9 @@ type Session struct {
 	Env    []string        `json:"-"` // the sandbox's base environment
 
 	rt        *Runtime
-	home      string // state folder when not sessions/ID: a Pooled container's
+	home      string // state folder when not sessions/ID: a pooled container's
 	policy    *policies.Policy
-	container *libcontainer.Container
+	container container     // see engine.go
 	egress    *egress.Proxy // serves network.allow; see startEgress
 
 	mu       sync.Mutex
@@ -318,14 +318,14 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 		rt: rt, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: b.Spec.Process.Env, lastUsed: time.Now(), hold: hold,
 	}
 	// The session's own folders are bound into the running sandbox, the
-	// way a claim binds them into a Pooled one: an id-mapped mount in the
+	// way a claim binds them into a pooled one: an id-mapped mount in the
 	// spec costs libcontainer a helper process per start (about 4 ms of a
 	// cold start here), a late bind 0.1 ms. It also makes a cold session
 	// and a claimed one the same sandbox by construction.
 	early, late := splitLate(b.Spec.Mounts)
 	sp, proc := *b.Spec, *b.Spec.Process
 	sp.Mounts, sp.Process = early, &proc
-	proc.Args = append(slices.Clone(proc.Args), "--Pooled")
+	proc.Args = append(slices.Clone(proc.Args), "--pooled")
 	if err := rt.startContainer(s, &sp, bundleDir); err != nil {
 		return nil, err
 	}
@@ -395,7 +395,7 @@ func agentArgs(s *specs.Spec) []string {
 		}
 		// A Landlock rule covers everything beneath its folder, mounts
 		// included: one inside a writable mount (a deny's pinned parent)
-		// adds nothing, and would make a Pooled sandbox's key differ.
+		// adds nothing, and would make a pooled sandbox's key differ.
 		if !slices.ContainsFunc(writable, func(w string) bool { _, in := hostfs.Under(m.Destination, w); return in }) {
 			writable = append(writable, m.Destination)
 		}
@@ -428,7 +428,7 @@ func (s *Session) save() error {
 	return WriteStateFile(filepath.Join(s.dir(), "session.json"), data)
 }
 
-// containerID is the session's libcontainer id.
+// ContainerID is the session's libcontainer id.
 func (s *Session) ContainerID() string {
 	if s.Container != "" {
 		return s.Container
@@ -445,22 +445,10 @@ func (s *Session) dir() string {
 	return s.rt.SessionDir(s.ID)
 }
 
-// startContainer creates the container and starts the agent in it, handing
-// it a listening socket whose file exists only on the host.
+// startContainer creates the session's container and starts the agent in
+// it, handing it a listening socket whose file exists only on the host.
 func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) error {
 	sp.Root.Path = filepath.Join(bundleDir, "rootfs")
-	owner, err := startUsernsOwner(rt.Binary, sp)
-	if err != nil {
-		return err
-	}
-	// The sandbox's init has joined the namespace once Run returns.
-	defer owner.stop()
-	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
-		CgroupName: s.ContainerID(), Spec: inOwnedUserns(sp, owner), NoNewKeyring: true,
-	})
-	if err != nil {
-		return fmt.Errorf("container config: %w", err)
-	}
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: s.socketPath(), Net: "unixpacket"})
 	if err != nil {
 		return fmt.Errorf("agent socket: %w", err)
@@ -472,56 +460,17 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 		return err
 	}
 	defer lf.Close()
-	pins, err := PinBinds(sp.Mounts, func(source string) bool {
-		_, own := hostfs.Under(source, bundleDir)
-		return own || source == rt.Binary
-	})
-	if err != nil {
-		return err
-	}
-	c, err := libcontainer.Create(rt.containersDir(), s.ContainerID(), cfg)
-	if err != nil {
-		return fmt.Errorf("create container: %w", err)
-	}
-	s.container = c
 	logFile, err := os.OpenFile(filepath.Join(s.dir(), "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
-	p := initProcess(sp.Process)
-	p.ExtraFiles = []*os.File{lf}
-	p.Stdout, p.Stderr = logFile, logFile
-	if err := c.Run(p); err != nil {
-		c.Destroy() // a failed start leaves state and cgroups behind otherwise
-		return fmt.Errorf("start sandbox: %w", err)
-	}
-	pid, err := p.Pid()
-	if err == nil {
-		err = CheckBinds(pid, pins)
-	}
+	c, err := rt.engine.start(startRequest{id: s.ContainerID(), spec: sp, bundleDir: bundleDir, files: []*os.File{lf}, log: logFile})
 	if err != nil {
-		KillAndDestroy(c)
 		return err
 	}
+	s.container = c
 	return nil
-}
-
-// initProcess converts the spec's process the way runc does, but for its
-// rlimits: the engine would set them with prlimit from the host, which
-// needs CAP_SYS_RESOURCE over the sandbox's user namespace; root has that
-// only where its bounding set holds it, or over a namespace it owns. The
-// agent sets them on itself instead (agentArgs' --rlimits).
-func initProcess(p *specs.Process) *libcontainer.Process {
-	lp := &libcontainer.Process{
-		Args: p.Args, Env: p.Env, Cwd: "/", UID: int(p.User.UID), GID: int(p.User.GID),
-		NoNewPrivileges: &p.NoNewPrivileges, Init: true,
-	}
-	if c := p.Capabilities; c != nil {
-		lp.Capabilities = &configsCapabilities{Bounding: c.Bounding, Effective: c.Effective,
-			Inheritable: c.Inheritable, Permitted: c.Permitted, Ambient: c.Ambient}
-	}
-	return lp
 }
 
 // Load re-adopts a running session from its state.
@@ -544,12 +493,11 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 		return nil, err
 	}
 	s.policy, s.Limits, s.Env = p, p.Limits, spec.SandboxEnv(p, s.Vars, nil)
-	c, err := loadContainer(rt.containersDir(), s.ContainerID())
+	c, err := rt.engine.load(s.ContainerID())
 	if err != nil {
 		return nil, fmt.Errorf("session %s: container: %w", id, err)
 	}
-	st, err := c.Status()
-	if err != nil || st != libcontainer.Running {
+	if st, err := c.status(); err != nil || st != running {
 		return nil, fmt.Errorf("session %s: sandbox is not running (%v)", id, st)
 	}
 	s.container = c
@@ -662,58 +610,6 @@ func (rt *Runtime) destroy(id string) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// KillAndDestroy kills a container's processes and removes it. Destroy
-// refuses a container whose init has not died yet, so it waits for that
-// first, the way `runc delete --force` does.
-func KillAndDestroy(c *libcontainer.Container) error {
-	init := 0
-	if st, err := c.State(); err == nil && isChild(st.InitProcessPid) {
-		init = st.InitProcessPid
-	}
-	c.Signal(unix.SIGKILL)
-	for i := 0; i < 500; i++ {
-		if st, err := c.Status(); err != nil || st == libcontainer.Stopped {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	err := c.Destroy()
-	reapInit(init)
-	return err
-}
-
-// isChild reports whether pid is a child of this process (a sandbox this
-// daemon started, not one it re-adopted).
-func isChild(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// pid (comm) state ppid ...: comm may hold spaces and parentheses
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(f) >= 2 && f[1] == strconv.Itoa(os.Getpid())
-}
-
-// reapInit collects a sandbox's dead init when this process started it
-// (its parent is the daemon that started the container; a re-adopted one
-// belongs to the host's init): nothing else waits for it, and a daemon
-// that churns through sessions would otherwise collect zombies.
-func reapInit(pid int) {
-	if pid <= 0 {
-		return
-	}
-	for i := 0; i < 100; i++ {
-		var ws unix.WaitStatus
-		n, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-		if n > 0 || err != nil && err != unix.EINTR {
-			return // reaped, or no longer a child of this process
-		}
-		if n == 0 { // still dying: SIGKILL was sent
-			time.Sleep(time.Millisecond)
-		}
-	}
 }
 
 // removeSessionDir deletes a session folder without crossing into any
@@ -829,12 +725,12 @@ func UTF8Env(env []string) []string {
 // ErrSandboxStopped is returned for a session whose sandbox is gone.
 var ErrSandboxStopped = errors.New("its sandbox has stopped (its agent died)")
 
-// stopped reports whether the session's sandbox is gone: its agent died,
+// Stopped reports whether the session's sandbox is gone: its agent died,
 // or its container was removed behind warden's back.
 func (s *Session) Stopped() bool {
-	st, err := s.container.Status()
+	st, err := s.container.status()
 	if err == nil {
-		return st == libcontainer.Stopped
+		return st == stopped
 	}
 	// A status that cannot be read (it reads a cgroup file) proves
 	// nothing: the sandbox is gone only if its agent does not answer
@@ -1042,8 +938,8 @@ func (s *Session) LastUsed() time.Time {
 
 // Running reports whether the sandbox's container runs.
 func (s *Session) Running() bool {
-	st, err := s.container.Status()
-	return err == nil && st == libcontainer.Running
+	st, err := s.container.status()
+	return err == nil && st == running
 }
 
 func (s *Session) touch() {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/opencontainers/runc/libcontainer"
 	"golang.org/x/sys/unix"
 )
 
@@ -78,25 +77,14 @@ func WriteStateFile(path string, data []byte) error {
 	return nil
 }
 
-// loadContainer loads a container's libcontainer state, refusing a state
-// file that is not a regular file (libcontainer would open a FIFO and
-// wait for a writer).
-func loadContainer(root, id string) (*libcontainer.Container, error) {
-	state := filepath.Join(root, id, "state.json")
-	if fi, err := os.Lstat(state); err == nil && !fi.Mode().IsRegular() {
-		return nil, notRegular(state, nil)
-	}
-	return libcontainer.Load(root, id)
-}
-
-// removeContainer removes a container and everything of it: its
+// RemoveContainer removes a container and everything of it: its
 // processes, its libcontainer state and its cgroups in every hierarchy,
 // also when that state is missing or unreadable (a start cut short by a
 // crash, a damaged file), which libcontainer then knows nothing of.
 func (rt *Runtime) RemoveContainer(id string) error {
 	var errs []error
-	if c, err := loadContainer(rt.containersDir(), id); err == nil {
-		if err := KillAndDestroy(c); err != nil {
+	if c, err := rt.engine.load(id); err == nil {
+		if err := c.destroy(); err != nil {
 			errs = append(errs, fmt.Errorf("destroy container: %w", err))
 		}
 	}

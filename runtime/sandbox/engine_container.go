@@ -1,0 +1,182 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/hostfs"
+)
+
+// containerEngine runs sandboxes as libcontainer containers of this
+// process, their state under the root's containers folder.
+type containerEngine struct {
+	rt *Runtime
+}
+
+func (e *containerEngine) start(req startRequest) (container, error) {
+	sp := req.spec
+	owner, err := startUsernsOwner(e.rt.Binary, sp)
+	if err != nil {
+		return nil, err
+	}
+	// The sandbox's init has joined the namespace once Run returns.
+	defer owner.stop()
+	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
+		CgroupName: req.id, Spec: inOwnedUserns(sp, owner), NoNewKeyring: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("container config: %w", err)
+	}
+	pins, err := PinBinds(sp.Mounts, func(source string) bool {
+		_, own := hostfs.Under(source, req.bundleDir)
+		return own || source == e.rt.Binary
+	})
+	if err != nil {
+		return nil, err
+	}
+	c, err := libcontainer.Create(e.rt.containersDir(), req.id, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create container: %w", err)
+	}
+	p := initProcess(sp.Process)
+	p.ExtraFiles = req.files
+	p.Stdout, p.Stderr = req.log, req.log
+	if err := c.Run(p); err != nil {
+		c.Destroy() // a failed start leaves state and cgroups behind otherwise
+		return nil, fmt.Errorf("start sandbox: %w", err)
+	}
+	pid, err := p.Pid()
+	if err == nil {
+		err = CheckBinds(pid, pins)
+	}
+	if err != nil {
+		KillAndDestroy(c)
+		return nil, err
+	}
+	return libcontainerContainer{c}, nil
+}
+
+func (e *containerEngine) load(id string) (container, error) {
+	c, err := loadContainer(e.rt.containersDir(), id)
+	if err != nil {
+		return nil, err
+	}
+	return libcontainerContainer{c}, nil
+}
+
+type libcontainerContainer struct{ c *libcontainer.Container }
+
+func (l libcontainerContainer) init() (int, uint64, error) {
+	st, err := l.c.State()
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.InitProcessPid, st.InitProcessStartTime, nil
+}
+
+func (l libcontainerContainer) status() (containerStatus, error) {
+	st, err := l.c.Status()
+	if err != nil {
+		return 0, err
+	}
+	switch st {
+	case libcontainer.Running:
+		return running, nil
+	case libcontainer.Paused:
+		return paused, nil
+	case libcontainer.Created:
+		return creating, nil
+	}
+	return stopped, nil
+}
+
+func (l libcontainerContainer) destroy() error { return KillAndDestroy(l.c) }
+
+// initProcess converts the spec's process the way runc does, but for its
+// rlimits: the engine would set them with prlimit from the host, which
+// needs CAP_SYS_RESOURCE over the sandbox's user namespace; root has that
+// only where its bounding set holds it, or over a namespace it owns. The
+// agent sets them on itself instead (agentArgs' --rlimits).
+func initProcess(p *specs.Process) *libcontainer.Process {
+	lp := &libcontainer.Process{
+		Args: p.Args, Env: p.Env, Cwd: "/", UID: int(p.User.UID), GID: int(p.User.GID),
+		NoNewPrivileges: &p.NoNewPrivileges, Init: true,
+	}
+	if c := p.Capabilities; c != nil {
+		lp.Capabilities = &configsCapabilities{Bounding: c.Bounding, Effective: c.Effective,
+			Inheritable: c.Inheritable, Permitted: c.Permitted, Ambient: c.Ambient}
+	}
+	return lp
+}
+
+// loadContainer loads a container's libcontainer state, refusing a state
+// file that is not a regular file (libcontainer would open a FIFO and
+// wait for a writer).
+func loadContainer(root, id string) (*libcontainer.Container, error) {
+	state := filepath.Join(root, id, "state.json")
+	if fi, err := os.Lstat(state); err == nil && !fi.Mode().IsRegular() {
+		return nil, notRegular(state, nil)
+	}
+	return libcontainer.Load(root, id)
+}
+
+// KillAndDestroy kills a container's processes and removes it. Destroy
+// refuses a container whose init has not died yet, so it waits for that
+// first, the way `runc delete --force` does.
+func KillAndDestroy(c *libcontainer.Container) error {
+	init := 0
+	if st, err := c.State(); err == nil && isChild(st.InitProcessPid) {
+		init = st.InitProcessPid
+	}
+	c.Signal(unix.SIGKILL)
+	for i := 0; i < 500; i++ {
+		if st, err := c.Status(); err != nil || st == libcontainer.Stopped {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	err := c.Destroy()
+	reapInit(init)
+	return err
+}
+
+// isChild reports whether pid is a child of this process (a sandbox this
+// daemon started, not one it re-adopted).
+func isChild(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(f) >= 2 && f[1] == strconv.Itoa(os.Getpid())
+}
+
+// reapInit collects a sandbox's dead init when this process started it
+// (its parent is the daemon that started the container; a re-adopted one
+// belongs to the host's init): nothing else waits for it, and a daemon
+// that churns through sessions would otherwise collect zombies.
+func reapInit(pid int) {
+	if pid <= 0 {
+		return
+	}
+	for i := 0; i < 100; i++ {
+		var ws unix.WaitStatus
+		n, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if n > 0 || err != nil && err != unix.EINTR {
+			return // reaped, or no longer a child of this process
+		}
+		if n == 0 { // still dying: SIGKILL was sent
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
