@@ -19,7 +19,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo d
 COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 TAGS       := seccomp netgo osusergo urfave_cli_no_docs
 LDFLAGS    := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -extldflags "-static"
-UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/... ./internal/...
+UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/...
 CHAOS_ROUNDS ?= 50
 APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux
 
@@ -89,7 +89,7 @@ bench: build ## benchmarks, as ratios against baselines measured in the same run
 	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) go test -count=1 -tags "$(TAGS)" -run '^$$' -bench . -benchtime 1x ./integration/
 
 lint: ## gofmt, go vet, staticcheck
-	@out=$$(gofmt -l cmd policies spec seccomp runtime internal integration); test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
+	@out=$$(gofmt -l cmd policies spec seccomp runtime integration); test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
 	CGO_ENABLED=1 go vet -tags "$(TAGS)" ./...
 	@test -x $(TOOLS)/staticcheck || GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	$(TOOLS)/staticcheck -tags "$(TAGS)" ./...

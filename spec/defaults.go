@@ -8,9 +8,9 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/seccomp"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // maskedPaths and readonlyPaths hide the parts of /proc that leak host

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // These tests attack the generator: a policy or a folder on the host that

@@ -13,8 +13,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // systemTop are the host's system directories the sandbox's root is built

@@ -12,9 +12,9 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/seccomp"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // AnnotationLimitPrefix starts the annotations a container may use to

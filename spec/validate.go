@@ -8,8 +8,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // check is one property every spec warden runs must have. It returns an

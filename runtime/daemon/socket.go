@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/runtime/internal/wire"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 	"golang.org/x/sys/unix"
 )
 

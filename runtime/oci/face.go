@@ -26,10 +26,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moby/sys/mountinfo"
-	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"github.com/warden-sandbox/warden/spec"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // Runtime is warden's runc-compatible face: containers whose config.json comes

@@ -13,7 +13,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/internal/hostfs"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // containerEngine runs sandboxes as libcontainer containers of this

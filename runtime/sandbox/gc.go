@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/warden-sandbox/warden/internal/hostfs"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 	"golang.org/x/sys/unix"
 )
 

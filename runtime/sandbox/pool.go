@@ -19,10 +19,10 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"github.com/warden-sandbox/warden/spec"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // A warm pool's containers are started before anyone asks for them, from

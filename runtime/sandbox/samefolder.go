@@ -9,9 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moby/sys/mountinfo"
-	"github.com/warden-sandbox/warden/internal/hostfs"
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/spec"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // A get-or-create request names a session's folders by path, as its

@@ -1,6 +1,6 @@
 // Package hostfs answers questions about the host's file systems that
-// several of warden's packages ask: a file's identity, whether one path is
-// inside another, and what is mounted where.
+// spec's checks and runtime's packages both ask: a file's identity, whether
+// one path is inside another, and what is mounted where.
 package hostfs
 
 import (
