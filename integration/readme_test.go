@@ -12,15 +12,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 )
 
-// The README's shell blocks each carry a marker on the line before the
-// fence: readmeTested for a block this test runs as written, or
-// "<!-- untested: REASON -->" for one it cannot run. A new block without
-// either fails the test, so the README and the test cannot drift apart.
+// The shell blocks of README.md and docs/*.md each carry a marker on the
+// line before the fence: readmeTested for a block this test runs as
+// written, or "<!-- untested: REASON -->" for one it cannot run. A new
+// block without either fails the test, so the docs and the test cannot
+// drift apart.
 const (
 	readmeTested   = "<!-- tested: integration/readme_test.go runs this block as written -->"
 	readmeUntested = "<!-- untested: "
@@ -34,16 +36,34 @@ const (
 )
 
 type readmeBlock struct {
-	line   int // of the opening fence
+	file   string // relative to the repository
+	line   int    // of the opening fence
 	text   string
 	tested bool
 }
 
-// readmeBlocks reads README.md's fenced shell blocks and their markers; it
-// fails on a shell block with neither marker.
-func readmeBlocks(t *testing.T, path string) []readmeBlock {
+// docFiles lists the pages whose blocks the test reads, in the order it
+// runs them: README.md first (its "two commands" build what the rest
+// use), then docs/*.md by name.
+func docFiles(t *testing.T, repo string) []string {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	pages, err := filepath.Glob(filepath.Join(repo, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(pages)
+	files := []string{"README.md"}
+	for _, p := range pages {
+		files = append(files, filepath.Join("docs", filepath.Base(p)))
+	}
+	return files
+}
+
+// readmeBlocks reads a page's fenced shell blocks and their markers; it
+// fails on a shell block with neither marker. file is relative to repo.
+func readmeBlocks(t *testing.T, repo, file string) []readmeBlock {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repo, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +82,12 @@ func readmeBlocks(t *testing.T, path string) []readmeBlock {
 		case strings.HasPrefix(line, "```"):
 			info := strings.TrimSpace(strings.TrimPrefix(line, "```"))
 			shell := info == "" || info == "sh" || info == "bash" || info == "shell" || info == "console"
-			b := readmeBlock{line: n, tested: strings.TrimSpace(prev) == readmeTested}
+			b := readmeBlock{file: file, line: n, tested: strings.TrimSpace(prev) == readmeTested}
 			switch {
 			case b.tested && info != "sh":
-				t.Errorf("README.md:%d: a block marked tested must be a ```sh block, not %q", n, line)
+				t.Errorf("%s:%d: a block marked tested must be a ```sh block, not %q", file, n, line)
 			case shell && !b.tested && !strings.HasPrefix(strings.TrimSpace(prev), readmeUntested):
-				t.Errorf("README.md:%d: a shell block without a marker: put %q (this test then runs it as written) or \"<!-- untested: REASON -->\" on the line before it", n, readmeTested)
+				t.Errorf("%s:%d: a shell block without a marker: put %q (this test then runs it as written) or \"<!-- untested: REASON -->\" on the line before it", file, n, readmeTested)
 			}
 			if !shell {
 				b.tested = false
@@ -77,14 +97,14 @@ func readmeBlocks(t *testing.T, path string) []readmeBlock {
 		prev = line
 	}
 	if cur != nil {
-		t.Fatalf("README.md:%d: a fenced block is never closed", cur.line)
+		t.Fatalf("%s:%d: a fenced block is never closed", file, cur.line)
 	}
 	return blocks
 }
 
-// TestReadme runs the README's marked shell blocks exactly as written, as
-// a newcomer would: as root in the repository's folder, warden found on
-// PATH, the default state root /run/warden and the default audit log
+// TestReadme runs the marked shell blocks of README.md and docs/*.md
+// exactly as written, in docFiles' order, as a newcomer would: as root in
+// the repository's folder, warden found on PATH, the default state root /run/warden and the default audit log
 // /var/log/warden/audit.log (the other tests use private roots). A block
 // that fails fails the test. Nothing of what it made is left behind, and
 // a /run/warden in use (a daemon, sessions, pooled sandboxes) or a
@@ -95,15 +115,17 @@ func TestReadme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := readmeBlocks(t, filepath.Join(repo, "README.md"))
 	var tested []readmeBlock
-	for _, b := range blocks {
-		if b.tested {
-			tested = append(tested, b)
+	for _, file := range docFiles(t, repo) {
+		n := len(tested)
+		for _, b := range readmeBlocks(t, repo, file) {
+			if b.tested {
+				tested = append(tested, b)
+			}
 		}
-	}
-	if len(tested) == 0 {
-		t.Fatalf("README.md has no block marked %q", readmeTested)
+		if file == "README.md" && len(tested) == n {
+			t.Errorf("README.md has no block marked %q", readmeTested)
+		}
 	}
 	if t.Failed() {
 		return
@@ -142,9 +164,9 @@ func TestReadme(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if err != nil {
-			t.Fatalf("README.md:%d: the block failed (%v) after %s:\n%s\noutput:\n%s", b.line, err, time.Since(start).Round(time.Millisecond), b.text, out)
+			t.Fatalf("%s:%d: the block failed (%v) after %s:\n%s\noutput:\n%s", b.file, b.line, err, time.Since(start).Round(time.Millisecond), b.text, out)
 		}
-		t.Logf("README.md:%d: ran in %s", b.line, time.Since(start).Round(time.Millisecond))
+		t.Logf("%s:%d: ran in %s", b.file, b.line, time.Since(start).Round(time.Millisecond))
 	}
 
 	// What the blocks ran through the default root's daemon is recorded
@@ -164,7 +186,7 @@ func TestReadme(t *testing.T) {
 		}
 	}
 	if execs == 0 {
-		t.Errorf("the README's commands wrote no exec line to the default audit log %s", auditLog)
+		t.Errorf("the documented commands wrote no exec line to the default audit log %s", auditLog)
 	}
 }
 
@@ -237,8 +259,8 @@ func checkRootEmptied(t *testing.T) {
 // readmeEnv is a newcomer's environment: the caller's, with warden on
 // PATH from the binary under test, no WARDEN_* variable (WARDEN_ROOT
 // would move the root), nothing of an outer make (make integration) and
-// a home of the test's own (the README writes
-// into ~); Go keeps the caller's caches so make builds nothing twice.
+// a home of the test's own (the blocks write into ~), shared by all
+// blocks; Go keeps the caller's caches so make builds nothing twice.
 func readmeEnv(t *testing.T) []string {
 	t.Helper()
 	home := tempDir(t)
