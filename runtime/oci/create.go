@@ -1,0 +1,171 @@
+package oci
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
+)
+
+// CreateOptions are the flags of create and run.
+type CreateOptions struct {
+	ID            string
+	Bundle        string
+	PidFile       string
+	ConsoleSocket string
+	NoPivot       bool
+	NoNewKeyring  bool
+	PreserveFDs   int
+	Detach        bool // run -d; create always detaches
+}
+
+// LoadBundleSpec reads a bundle's config.json.
+func LoadBundleSpec(bundle string) (*specs.Spec, error) {
+	data, err := policies.ReadFile(filepath.Join(bundle, "config.json"), "config.json", policies.MaxSpecFile)
+	if err != nil {
+		return nil, err // names the file
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("bundle %s: config.json: %w", bundle, err)
+	}
+	if s.Process == nil {
+		return nil, fmt.Errorf("bundle %s: config.json has no process", bundle)
+	}
+	if len(s.Process.Args) == 0 {
+		// As runc: libcontainer's init would panic on it.
+		return nil, fmt.Errorf("bundle %s: config.json: process.args must not be empty; give the command to run", bundle)
+	}
+	if s.Root == nil || s.Root.Path == "" {
+		return nil, fmt.Errorf("bundle %s: config.json has no root.path", bundle)
+	}
+	return &s, nil
+}
+
+// absoluteBindSources resolves relative bind sources against the bundle,
+// as runc does (it runs from the bundle): the policy must check the
+// folder that is mounted, not one relative to warden's own directory.
+func absoluteBindSources(s *specs.Spec, bundle string) {
+	for i := range s.Mounts {
+		m := &s.Mounts[i]
+		bind := m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind")
+		if bind && m.Source != "" && !filepath.IsAbs(m.Source) {
+			m.Source = filepath.Join(bundle, m.Source)
+		}
+	}
+}
+
+// Create makes a container from a bundle and starts its init, which waits
+// for Start (create), or runs it to the end (run). It returns the exit
+// status for a run that does not detach.
+func (o *Runtime) Create(opts CreateOptions, run bool) (int, error) {
+	if err := checkContainerID(opts.ID); err != nil {
+		return -1, err
+	}
+	if err := o.prepare(); err != nil {
+		return -1, err
+	}
+	bundle, err := filepath.Abs(opts.Bundle)
+	if err != nil {
+		return -1, err
+	}
+	s, err := LoadBundleSpec(bundle)
+	if err != nil {
+		return -1, err
+	}
+	if !filepath.IsAbs(s.Root.Path) {
+		s.Root.Path = filepath.Join(bundle, s.Root.Path)
+	}
+	absoluteBindSources(s, bundle)
+	rec, err := o.tighten(opts.ID, bundle, s)
+	if err != nil {
+		return -1, err
+	}
+	// specconv resolves relative paths (hooks, rootfs) against the
+	// working directory, as runc runs from the bundle.
+	if err := os.Chdir(bundle); err != nil {
+		return -1, err
+	}
+	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
+		CgroupName: opts.ID, NoPivotRoot: opts.NoPivot, NoNewKeyring: opts.NoNewKeyring, Spec: s,
+	})
+	if err != nil {
+		return -1, err
+	}
+	if _, err := os.Stat(filepath.Join(o.stateDir(), opts.ID)); err == nil {
+		return -1, fmt.Errorf("container %s already exists", opts.ID)
+	}
+	// Under a policy the bind sources were checked with their symlinks
+	// resolved: pin them, and make sure the mounts show them (bindcheck.go).
+	var pins []sandbox.PinnedBind
+	if rec != nil {
+		if pins, err = sandbox.PinBinds(s.Mounts, func(string) bool { return false }); err != nil {
+			return -1, err
+		}
+	}
+	c, err := libcontainer.Create(o.stateDir(), opts.ID, cfg)
+	if err != nil {
+		return -1, err
+	}
+	if rec != nil {
+		data, _ := json.Marshal(rec)
+		if err := os.WriteFile(filepath.Join(o.stateDir(), opts.ID, recordFile), data, 0o600); err != nil {
+			c.Destroy()
+			return -1, err
+		}
+	}
+	detach := opts.Detach || !run
+	r := &processRun{container: c, init: true, detach: detach, pidFile: opts.PidFile,
+		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs, destroyOnExit: run}
+	if rec != nil {
+		r.afterStart = func(pid int) error {
+			if err := sandbox.CheckBinds(pid, pins); err != nil {
+				return err
+			}
+			if !rec.Network && !joinsNetwork(s) {
+				// The engine's prestart hooks (docker's libnetwork) and CNI
+				// may have put interfaces into the namespace: a policy
+				// without network leaves only loopback, before the process
+				// runs. A joined namespace is another container's (checked
+				// closed by Tighten), never stripped.
+				return isolateNetwork(pid)
+			}
+			return nil
+		}
+	}
+	status, err := r.run(s.Process, run)
+	if err != nil {
+		c.Destroy()
+	}
+	return status, err
+}
+
+// Start runs a created container's process.
+func (o *Runtime) Start(id string) error {
+	c, err := o.Load(id)
+	if err != nil {
+		return err
+	}
+	st, err := c.Status()
+	if err != nil {
+		return err
+	}
+	switch st {
+	case libcontainer.Created:
+		return c.Exec()
+	case libcontainer.Stopped:
+		return errors.New("cannot start a container that has stopped")
+	case libcontainer.Running:
+		return errors.New("cannot start an already running container")
+	}
+	return fmt.Errorf("cannot start a container in the %s state", st)
+}

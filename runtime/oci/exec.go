@@ -1,0 +1,79 @@
+package oci
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/utils"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
+
+	"github.com/warden-sandbox/warden/spec"
+)
+
+// ExecOptions are the flags of exec in its OCI form.
+type ExecOptions struct {
+	Process       *specs.Process
+	Detach        bool
+	PidFile       string
+	ConsoleSocket string
+	PreserveFDs   int
+}
+
+// BundleProcess is the process of the container's config.json, the base
+// of an inline exec (`exec ID CMD...`).
+func (o *Runtime) BundleProcess(id string) (*specs.Process, error) {
+	c, err := o.Load(id)
+	if err != nil {
+		return nil, err
+	}
+	bundle, ok := utils.SearchLabels(c.Config().Labels, "bundle")
+	if !ok {
+		return nil, fmt.Errorf("container %s: bundle not found in its state", id)
+	}
+	s, err := LoadBundleSpec(bundle)
+	if err != nil {
+		return nil, err
+	}
+	return s.Process, nil
+}
+
+// Exec runs a new process in a running container and returns its exit
+// status (0 when detached).
+func (o *Runtime) Exec(id string, opts ExecOptions) (int, error) {
+	c, err := o.Load(id)
+	if err != nil {
+		return -1, err
+	}
+	st, err := c.Status()
+	if err != nil {
+		return -1, err
+	}
+	if st == libcontainer.Stopped {
+		return -1, fmt.Errorf("cannot exec in a stopped container %s", id)
+	}
+	if st == libcontainer.Paused {
+		return -1, fmt.Errorf("cannot exec in a paused container %s; resume it first", id)
+	}
+	p := opts.Process
+	if p == nil || len(p.Args) == 0 {
+		return -1, errors.New("exec: the process has no args")
+	}
+	if p.Cwd == "" || !filepath.IsAbs(p.Cwd) {
+		return -1, fmt.Errorf("exec: cwd %q must be an absolute path", p.Cwd)
+	}
+	rec, err := readRecord(c, o.stateDir())
+	if err != nil {
+		return -1, err
+	}
+	if rec != nil {
+		spec.TightenProcess(p, rec.CapAllow, func(format string, args ...any) {
+			logrus.WithField("policy", rec.Policy).Debugf("exec: "+format, args...)
+		})
+	}
+	r := &processRun{container: c, detach: opts.Detach, pidFile: opts.PidFile,
+		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs}
+	return r.run(p, true)
+}
