@@ -16,6 +16,7 @@ import (
 
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/daemon"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 // poolBench drives one private root's daemon through the Go client, the
@@ -26,14 +27,19 @@ type poolBench struct {
 	dir    string
 	root   string
 	policy string // file
-	text   string
+	p      *policies.Policy
 	vars   policies.Vars
 	c      *daemon.Client
 }
 
 func newPoolBench(b *testing.B) *poolBench {
 	dir := tempDir(b)
-	pb := &poolBench{b: b, dir: dir, root: filepath.Join(dir, "root"), policy: filepath.Join(dir, "bench.toml"), text: benchPolicy}
+	pb := &poolBench{b: b, dir: dir, root: filepath.Join(dir, "root"), policy: filepath.Join(dir, "bench.toml")}
+	p, err := policies.Parse("bench.toml", []byte(benchPolicy))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pb.p = p
 	ws := filepath.Join(dir, "ws")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		b.Fatal(err)
@@ -48,22 +54,15 @@ func newPoolBench(b *testing.B) *poolBench {
 }
 
 func (pb *poolBench) create(id string) error {
-	_, err := pb.c.Call(daemon.Request{Op: "create", ID: id, Create: &daemon.CreateRequest{PolicyTOML: pb.text, Vars: pb.vars}})
-	return err
+	return pb.c.Create(sandbox.SessionConfig{ID: id, Policy: pb.p, Vars: pb.vars})
 }
 
 func (pb *poolBench) remove(id string) error {
-	_, err := pb.c.Call(daemon.Request{Op: "remove", ID: id, Force: true})
-	return err
+	return pb.c.Remove(id, true)
 }
 
 func (pb *poolBench) exec(id string) error {
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer null.Close()
-	res, err := pb.c.Exec(id, nil, daemon.ExecRequest{Argv: []string{"/bin/true"}}, []*os.File{null, null, null}, nil, nil)
+	res, err := pb.c.Exec(sandbox.SessionConfig{ID: id}, sandbox.ExecOptions{Argv: []string{"/bin/true"}})
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Error)
 	}
@@ -73,17 +72,17 @@ func (pb *poolBench) exec(id string) error {
 func (pb *poolBench) fill(size int) {
 	vars := pb.vars
 	vars.WorkDir = ""
-	if _, err := pb.c.Call(daemon.Request{Op: "pool.fill", Pool: &daemon.PoolRequest{Files: []string{pb.policy}, Vars: vars, Size: size}}); err != nil {
+	if _, err := pb.c.FillPool(daemon.PoolRequest{Files: []string{pb.policy}, Vars: vars, Size: size}); err != nil {
 		pb.b.Fatal(err)
 	}
 }
 
 func (pb *poolBench) status() daemon.PoolInfo {
-	r, err := pb.c.Call(daemon.Request{Op: "pool.status"})
-	if err != nil || len(r.Pools) != 1 {
-		pb.b.Fatalf("pool status: %v %+v", err, r.Pools)
+	pools, err := pb.c.Pools()
+	if err != nil || len(pools) != 1 {
+		pb.b.Fatalf("pool status: %v %+v", err, pools)
 	}
-	return r.Pools[0]
+	return pools[0]
 }
 
 // waitFull waits until the pool holds n ready containers and starts none.
@@ -103,9 +102,9 @@ func (pb *poolBench) waitFull(n int) {
 
 // stop drains the pools, removes the sessions and ends the daemon.
 func (pb *poolBench) stop() {
-	pb.c.Call(daemon.Request{Op: "pool.drain"})
-	if r, err := pb.c.Call(daemon.Request{Op: "list"}); err == nil {
-		for _, s := range r.Sessions {
+	pb.c.DrainPool(nil)
+	if sessions, err := pb.c.Sessions(); err == nil {
+		for _, s := range sessions {
 			pb.remove(s.ID)
 		}
 	}

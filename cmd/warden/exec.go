@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/runtime/daemon"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"github.com/warden-sandbox/warden/runtime/termfilter"
 )
 
@@ -53,36 +53,32 @@ config.json process as the base, in the running container CONTAINER-ID.`,
 		if err := checkExecInput(cliContext); err != nil {
 			return err
 		}
-		create, err := execCreateRequest(cliContext)
+		session, err := execSession(cliContext)
 		if err != nil {
 			return err
 		}
-		req := daemon.ExecRequest{
+		o := sandbox.ExecOptions{
 			Argv:      cliContext.Args().Slice(),
 			Env:       cliContext.StringSlice("env"),
 			CallerEnv: os.Environ(),
 			Cwd:       cliContext.String("cwd"),
 			Timeout:   cliContext.Duration("timeout"),
 			Tty:       cliContext.Bool("tty"),
+			Stdin:     os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		}
-		signals := make(chan os.Signal, 4)
 		var term *terminal
-		if req.Tty {
+		if o.Tty {
 			if term, err = newTerminal(); err != nil {
 				return err
 			}
 			defer term.restore()
-			req.Rows, req.Cols = term.size()
-			signal.Notify(signals, unix.SIGTERM, unix.SIGHUP)
+			o.Rows, o.Cols = term.size()
+			o.OnTerminal = term.attach
+			o.Signals = notify(unix.SIGTERM, unix.SIGHUP)
 		} else {
-			signal.Notify(signals, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
+			o.Signals = notify(unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
 		}
-		var onTerminal func(*os.File)
-		if term != nil {
-			onTerminal = term.attach
-		}
-		res, err := client(cliContext).Exec(cliContext.String("session"), create, req,
-			[]*os.File{os.Stdin, os.Stdout, os.Stderr}, onTerminal, signals)
+		res, err := client(cliContext).Exec(session, o)
 		if term != nil {
 			term.wait()
 			term.restore()
@@ -94,22 +90,34 @@ config.json process as the base, in the running container CONTAINER-ID.`,
 	},
 }
 
-// execCreateRequest is the create part of an exec: with --policy, the
-// session to make when it is missing; with folder flags alone, the folders
-// the existing session must have. Either way the daemon refuses to run the
+// execSession is the session of an exec: with --policy, the session to
+// make when it is missing; with folder flags alone, the folders the
+// existing session must have. Either way the daemon refuses to run the
 // command in a session that differs from it.
-func execCreateRequest(cliContext *cli.Context) (*daemon.CreateRequest, error) {
+func execSession(cliContext *cli.Context) (sandbox.SessionConfig, error) {
+	id := cliContext.String("session")
 	if cliContext.IsSet("policy") {
-		return createRequest(cliContext)
+		return sessionConfig(cliContext, id)
 	}
+	cfg := sandbox.SessionConfig{ID: id}
 	if !cliContext.IsSet("workspace") && !cliContext.IsSet("skill-dir") && !cliContext.IsSet("data-dir") {
-		return nil, nil
+		return cfg, nil
 	}
-	create := &daemon.CreateRequest{}
-	if err := folderFlags(cliContext, &create.Vars); err != nil {
-		return nil, err
-	}
-	return create, nil
+	err := folderFlags(cliContext, &cfg.Vars)
+	return cfg, err
+}
+
+// notify relays the given signals of this process, for as long as it runs.
+func notify(sigs ...os.Signal) <-chan unix.Signal {
+	in := make(chan os.Signal, 4)
+	out := make(chan unix.Signal, 4)
+	signal.Notify(in, sigs...)
+	go func() {
+		for s := range in {
+			out <- s.(unix.Signal)
+		}
+	}()
+	return out
 }
 
 // terminal puts the caller's terminal in raw mode and copies between it

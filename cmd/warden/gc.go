@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
-	"github.com/warden-sandbox/warden/runtime/daemon"
 )
 
 var gcCommand = &cli.Command{
@@ -14,14 +13,14 @@ var gcCommand = &cli.Command{
 		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
 			return err
 		}
-		r, err := client(cliContext).Call(daemon.Request{Op: "gc"})
-		for _, item := range r.Removed {
+		removed, err := client(cliContext).GC()
+		for _, item := range removed {
 			fmt.Fprintf(cliContext.App.Writer, "removed %s\n", item)
 		}
 		if err != nil {
 			return err
 		}
-		if len(r.Removed) == 0 {
+		if len(removed) == 0 {
 			fmt.Fprintln(cliContext.App.Writer, "nothing to remove")
 		}
 		return nil

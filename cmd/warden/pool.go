@@ -48,11 +48,11 @@ var poolFillCommand = &cli.Command{
 			return err
 		}
 		req.Size = size
-		r, err := client(cliContext).Call(daemon.Request{Op: "pool.fill", Pool: req})
+		pools, err := client(cliContext).FillPool(*req)
 		if err != nil {
 			return err
 		}
-		return printPools(cliContext, r.Pools, "table")
+		return printPools(cliContext, pools, "table")
 	},
 }
 
@@ -90,13 +90,13 @@ var poolStatusCommand = &cli.Command{
 		}
 		// No state root, no pools: as `session ls`, it makes neither the
 		// root nor a daemon.
-		var r daemon.Reply
+		var pools []daemon.PoolInfo
 		if c := client(cliContext); !errors.Is(statErr(c.Root), fs.ErrNotExist) {
-			if r, err = c.Call(daemon.Request{Op: "pool.status"}); err != nil {
+			if pools, err = c.Pools(); err != nil {
 				return err
 			}
 		}
-		return printPools(cliContext, r.Pools, format)
+		return printPools(cliContext, pools, format)
 	},
 }
 
@@ -121,11 +121,11 @@ var poolDrainCommand = &cli.Command{
 		if len(req.Files) == 0 {
 			req = nil
 		}
-		r, err := client(cliContext).Call(daemon.Request{Op: "pool.drain", Pool: req})
+		pools, err := client(cliContext).DrainPool(req)
 		if err != nil {
 			return err
 		}
-		return printPools(cliContext, r.Pools, "table")
+		return printPools(cliContext, pools, "table")
 	},
 }
 

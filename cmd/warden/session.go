@@ -40,11 +40,11 @@ var sessionCreateCommand = &cli.Command{
 		if id == "" {
 			id = "s-" + randomID()
 		}
-		create, err := createRequest(cliContext)
+		cfg, err := sessionConfig(cliContext, id)
 		if err != nil {
 			return err
 		}
-		if _, err := client(cliContext).Call(daemon.Request{Op: "create", ID: id, Create: create}); err != nil {
+		if err := client(cliContext).Create(cfg); err != nil {
 			return err
 		}
 		fmt.Fprintln(cliContext.App.Writer, id)
@@ -52,18 +52,14 @@ var sessionCreateCommand = &cli.Command{
 	},
 }
 
-// createRequest loads the --policy files and the path variables into what
-// the daemon needs to create a session.
-func createRequest(cliContext *cli.Context) (*daemon.CreateRequest, error) {
+// sessionConfig loads the --policy files and the path variables into the
+// session id's config.
+func sessionConfig(cliContext *cli.Context, id string) (sandbox.SessionConfig, error) {
 	p, vars, err := loadSandboxPolicy(cliContext, cliContext.StringSlice("policy"))
 	if err != nil {
-		return nil, err
+		return sandbox.SessionConfig{}, err
 	}
-	text, err := p.TOML()
-	if err != nil {
-		return nil, err
-	}
-	return &daemon.CreateRequest{PolicyTOML: string(text), Vars: vars}, nil
+	return sandbox.SessionConfig{ID: id, Policy: p, Vars: vars}, nil
 }
 
 func statErr(path string) error {
@@ -91,25 +87,25 @@ var sessionListCommand = &cli.Command{
 		}
 		// No state root, no sessions: listing makes neither a root nor a
 		// daemon (a mistyped --root would otherwise leave both behind).
-		var r daemon.Reply
+		sessions := []daemon.SessionInfo{}
 		if c := client(cliContext); !errors.Is(statErr(c.Root), fs.ErrNotExist) {
-			if r, err = c.Call(daemon.Request{Op: "list"}); err != nil {
+			if sessions, err = c.Sessions(); err != nil {
 				return err
 			}
 		}
 		w := cliContext.App.Writer
 		if format == "json" {
-			if r.Sessions == nil {
-				r.Sessions = []daemon.SessionInfo{}
+			if sessions == nil {
+				sessions = []daemon.SessionInfo{}
 			}
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
-			return enc.Encode(r.Sessions)
+			return enc.Encode(sessions)
 		}
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tPOLICY\tWORKSPACE\tSTATE\tAGE\tIDLE\tEXECS\tRUNNING")
 		now := time.Now()
-		for _, s := range r.Sessions {
+		for _, s := range sessions {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", s.ID, s.Policy, s.Workspace, s.State,
 				now.Sub(s.Created).Round(time.Second), now.Sub(s.LastUsed).Round(time.Second), s.Execs, s.Running)
 		}
@@ -141,7 +137,7 @@ var sessionRemoveCommand = &cli.Command{
 		c := client(cliContext)
 		failed := 0
 		for _, id := range ids {
-			if _, err := c.Call(daemon.Request{Op: "remove", ID: id, Force: cliContext.Bool("force")}); err != nil {
+			if err := c.Remove(id, cliContext.Bool("force")); err != nil {
 				fmt.Fprintf(os.Stderr, "warden: %v\n", err)
 				failed++
 			}

@@ -39,13 +39,17 @@ func jsonString(s string) string {
 	return C.GoString(out)
 }
 
-type reply struct {
-	hasError, hasResult bool
-	err, resultErr      string
-	exit                int
+// FastReply is what the fast path reads of one of the daemon's replies
+// to an exec.
+type FastReply struct {
+	HasError, HasResult bool
+	Err, ResultErr      string
+	Exit                int
 }
 
-func parseReply(msg []byte) (reply, bool) {
+// ParseFastReply reads a daemon reply as the fast path does; it lets the
+// daemon's tests check that the C code reads what the daemon writes.
+func ParseFastReply(msg []byte) (FastReply, bool) {
 	cmsg := C.CBytes(msg)
 	defer C.free(cmsg)
 	var hasError, hasResult, code C.int
@@ -53,5 +57,5 @@ func parseReply(msg []byte) (reply, bool) {
 	rc := C.fastexec_parse_reply((*C.char)(cmsg), C.size_t(len(msg)), &hasError, &e, &hasResult, &code, &re)
 	defer C.free(unsafe.Pointer(e))
 	defer C.free(unsafe.Pointer(re))
-	return reply{hasError: hasError != 0, hasResult: hasResult != 0, err: C.GoString(e), resultErr: C.GoString(re), exit: int(code)}, rc == 0
+	return FastReply{HasError: hasError != 0, HasResult: hasResult != 0, Err: C.GoString(e), ResultErr: C.GoString(re), Exit: int(code)}, rc == 0
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/warden-sandbox/warden/runtime/daemon"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
@@ -65,60 +64,6 @@ func TestJSONString(t *testing.T) {
 			t.Errorf("%q: encoded %s, decoded %q (%v)", s, enc, back, err)
 		}
 	}
-}
-
-// parseReply must read what the daemon's encoder writes.
-func TestParseReply(t *testing.T) {
-	for _, c := range []struct {
-		reply daemon.Reply
-		want  reply
-	}{
-		{daemon.Reply{Started: true}, reply{}},
-		{daemon.Reply{Error: "no such session: x; create it <first>"}, reply{hasError: true, err: "no such session: x; create it <first>"}},
-		{daemon.Reply{Result: &sandbox.ExecResult{ExitCode: 0, Duration: time.Millisecond}}, reply{hasResult: true}},
-		{daemon.Reply{Result: &sandbox.ExecResult{ExitCode: 137, Signal: 9, OOM: true, Error: "killed: memory limit 64MiB exceeded"}},
-			reply{hasResult: true, exit: 137, resultErr: "killed: memory limit 64MiB exceeded"}},
-		{daemon.Reply{Result: &sandbox.ExecResult{ExitCode: 127, Error: "nope: \"x\" \u2028 \U0001F600 \x01"}},
-			reply{hasResult: true, exit: 127, resultErr: "nope: \"x\" \u2028 \U0001F600 \x01"}},
-	} {
-		msg, err := json.Marshal(c.reply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, ok := parseReply(msg)
-		if !ok || got != c.want {
-			t.Errorf("%s: got %+v ok=%v, want %+v", msg, got, ok, c.want)
-		}
-	}
-	for _, bad := range []string{``, `{`, `{"result":{"exit":1}`, `{"result":{"exit":}}`, `{"error":1}`, `{"result":{"exit":256}}`,
-		`{"result":{"exit":-1}}`, `{"error":"x"}trailing`, `[]`, `{"error":"\q"}`, `{"result":{"exit":12345}}`} {
-		if got, ok := parseReply([]byte(bad)); ok {
-			t.Errorf("%s: accepted as %+v", bad, got)
-		}
-	}
-}
-
-func FuzzParseReply(f *testing.F) {
-	f.Add([]byte(`{"result":{"exit":3,"duration":5,"error":"x"}}`))
-	f.Add([]byte(`{"error":"\ud83d\ude00"}`))
-	f.Fuzz(func(t *testing.T, msg []byte) {
-		got, ok := parseReply(msg)
-		var r daemon.Reply
-		// The daemon's encoder writes valid UTF-8 only; Go's decoder
-		// replaces invalid bytes where the C code keeps them.
-		if !ok || !utf8.Valid(msg) || json.Unmarshal(msg, &r) != nil {
-			return
-		}
-		if strings.ContainsRune(r.Error, 0) || (r.Result != nil && strings.ContainsRune(r.Result.Error, 0)) {
-			return // C strings end there; the daemon's messages hold none
-		}
-		if r.Error != got.err && !(r.Error == "" && got.err == "") {
-			t.Fatalf("%q: error %q, Go %q", msg, got.err, r.Error)
-		}
-		if r.Result != nil && (got.exit != r.Result.ExitCode || got.resultErr != r.Result.Error) {
-			t.Fatalf("%q: result %+v, Go %+v", msg, got, *r.Result)
-		}
-	})
 }
 
 // The C check of UTF-8 must be Go's utf8.ValidString: what one refuses the

@@ -12,8 +12,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/spec"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,7 +37,7 @@ func (e *SignalError) Error() string {
 
 // dial connects to the daemon, starting it if needed. A signal on signals
 // ends the wait.
-func (c *Client) dial(signals <-chan os.Signal) (*net.UnixConn, error) {
+func (c *Client) dial(signals <-chan unix.Signal) (*net.UnixConn, error) {
 	sock := SocketPath(c.Root)
 	conn, err := wire.DialPacket(sock)
 	if err == nil {
@@ -70,10 +72,8 @@ func (c *Client) dial(signals <-chan os.Signal) (*net.UnixConn, error) {
 			return nil, fmt.Errorf("the warden daemon did not come up (see %s): %w", d.log, err)
 		}
 		select {
-		case sig := <-signals:
-			if s, ok := sig.(unix.Signal); ok {
-				return nil, &SignalError{s}
-			}
+		case s := <-signals:
+			return nil, &SignalError{s}
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -152,21 +152,21 @@ func (c *Client) startDaemon() (*startedDaemon, error) {
 	return d, nil
 }
 
-// Call sends one request and returns the reply.
-func (c *Client) Call(req Request) (Reply, error) {
+// call sends one request and returns the reply.
+func (c *Client) call(req request) (reply, error) {
 	conn, err := c.dial(nil)
 	if err != nil {
-		return Reply{}, err
+		return reply{}, err
 	}
 	defer conn.Close()
 	if err := wire.Send(conn, req); err != nil {
-		return Reply{}, err
+		return reply{}, err
 	}
-	var r Reply
+	var r reply
 	files, err := wire.Receive(conn, &r)
 	wire.CloseAll(files)
 	if err != nil {
-		return Reply{}, fmt.Errorf("warden daemon: %w", err)
+		return reply{}, fmt.Errorf("warden daemon: %w", err)
 	}
 	if r.Error != "" {
 		return r, errors.New(r.Error)
@@ -174,25 +174,112 @@ func (c *Client) Call(req Request) (Reply, error) {
 	return r, nil
 }
 
-// Exec runs a command in a session through the daemon. The stdio files
-// are passed as they are; with a terminal, onTerminal gets its master.
-func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*os.File, onTerminal func(*os.File), signals <-chan os.Signal) (sandbox.ExecResult, error) {
-	if err := sandbox.CheckExec(e.Argv, e.Env, e.Cwd, e.Timeout); err != nil {
+// createPart is what a session config asks of the daemon: nil when it
+// names neither a policy nor a folder.
+func createPart(cfg sandbox.SessionConfig) (*createRequest, error) {
+	if cfg.Policy == nil && cfg.Vars == (policies.Vars{}) {
+		return nil, nil
+	}
+	create := &createRequest{Vars: cfg.Vars}
+	if cfg.Policy != nil {
+		text, err := cfg.Policy.TOML()
+		if err != nil {
+			return nil, err
+		}
+		create.PolicyTOML = string(text)
+	}
+	return create, nil
+}
+
+// Create makes the session cfg describes (cfg.Policy is required; the
+// daemon gives it its own host identity).
+func (c *Client) Create(cfg sandbox.SessionConfig) error {
+	if cfg.Policy == nil {
+		return fmt.Errorf("%w: session %s: no policy to create it with", spec.ErrInvalid, cfg.ID)
+	}
+	create, err := createPart(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = c.call(request{Op: "create", ID: cfg.ID, Create: create})
+	return err
+}
+
+// Sessions lists the root's sessions.
+func (c *Client) Sessions() ([]SessionInfo, error) {
+	r, err := c.call(request{Op: "list"})
+	return r.Sessions, err
+}
+
+// Remove removes a session; force kills the commands it runs.
+func (c *Client) Remove(id string, force bool) error {
+	_, err := c.call(request{Op: "remove", ID: id, Force: force})
+	return err
+}
+
+// GC removes what no live session or pool owns, and says what.
+func (c *Client) GC() ([]string, error) {
+	r, err := c.call(request{Op: "gc"})
+	return r.Removed, err
+}
+
+// FillPool keeps req.Size containers of a policy ready; the reply is
+// every pool's state.
+func (c *Client) FillPool(req PoolRequest) ([]PoolInfo, error) {
+	r, err := c.call(request{Op: "pool.fill", Pool: &req})
+	return r.Pools, err
+}
+
+// Pools is every pool's state.
+func (c *Client) Pools() ([]PoolInfo, error) {
+	r, err := c.call(request{Op: "pool.status"})
+	return r.Pools, err
+}
+
+// DrainPool stops the ready containers of the pool of req.Files and
+// forgets it; nil drains every pool.
+func (c *Client) DrainPool(req *PoolRequest) ([]PoolInfo, error) {
+	r, err := c.call(request{Op: "pool.drain", Pool: req})
+	return r.Pools, err
+}
+
+// Exec runs a command in session.ID through the daemon. When session
+// names a policy, the session is made if it does not exist; when it names
+// a policy or folders, the daemon refuses a session that differs. o's
+// stdio files are passed as they are (nil: /dev/null); with o.Tty,
+// o.OnTerminal gets the terminal's master side. A first signal on
+// o.Signals that comes before the daemon has read the request ends the
+// call with a SignalError and runs nothing; later ones go to the command.
+func (c *Client) Exec(session sandbox.SessionConfig, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
+	if err := sandbox.CheckExec(o.Argv, o.Env, o.Cwd, o.Timeout); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	e.CallerEnv = sandbox.UTF8Env(e.CallerEnv)
-	conn, err := c.dial(signals)
+	create, err := createPart(session)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	e := execRequest{Argv: o.Argv, Env: o.Env, CallerEnv: sandbox.UTF8Env(o.CallerEnv), Cwd: o.Cwd,
+		Timeout: o.Timeout, Tty: o.Tty, Rows: o.Rows, Cols: o.Cols}
+	conn, err := c.dial(o.Signals)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	defer conn.Close()
 	var fds []int
 	if !e.Tty {
-		for _, f := range stdio {
+		for _, f := range []*os.File{o.Stdin, o.Stdout, o.Stderr} {
+			if f == nil {
+				null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+				if err != nil {
+					return sandbox.ExecResult{}, err
+				}
+				defer null.Close()
+				f = null
+			}
 			fds = append(fds, int(f.Fd()))
 		}
 	}
-	if err := wire.Send(conn, Request{Op: "exec", ID: id, Create: create, Exec: &e}, fds...); err != nil {
+	if err := wire.Send(conn, request{Op: "exec", ID: session.ID, Create: create, Exec: &e}, fds...); err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	// A signal goes to the command. The first one, if it comes while the
@@ -201,25 +288,24 @@ func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*
 	// unread may be that signal (a double Ctrl-C): later ones follow it.
 	gaveUp := make(chan unix.Signal, 1)
 	go func() {
+		if o.Signals == nil {
+			return
+		}
 		sent := false
-		for sig := range signals {
-			s, ok := sig.(unix.Signal)
-			if !ok {
-				continue
-			}
+		for s := range o.Signals {
 			if !sent && unread(conn) {
 				gaveUp <- s
 				conn.Close()
 				return
 			}
 			sent = true
-			if wire.Send(conn, Control{Signal: int(s)}) != nil {
+			if wire.Send(conn, control{Signal: int(s)}) != nil {
 				return
 			}
 		}
 	}()
 	for {
-		var r Reply
+		var r reply
 		files, err := wire.Receive(conn, &r)
 		if err != nil {
 			wire.CloseAll(files)
@@ -234,8 +320,8 @@ func (c *Client) Exec(id string, create *CreateRequest, e ExecRequest, stdio []*
 		case r.Error != "":
 			wire.CloseAll(files)
 			return sandbox.ExecResult{}, errors.New(r.Error)
-		case r.Started && len(files) > 0 && onTerminal != nil:
-			onTerminal(files[0])
+		case r.Started && len(files) > 0 && o.OnTerminal != nil:
+			o.OnTerminal(files[0])
 		case r.Result != nil:
 			wire.CloseAll(files)
 			return *r.Result, nil

@@ -31,7 +31,7 @@ func TestClientDaemonEndsBeforeServing(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			_, err := (&Client{Root: filepath.Join(dir, "root"), Binary: bin}).Call(Request{Op: "list"})
+			_, err := (&Client{Root: filepath.Join(dir, "root"), Binary: bin}).Sessions()
 			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}

@@ -187,26 +187,26 @@ func (d *Daemon) expireLoop(ctx context.Context) {
 	}
 }
 
-// Request is one call to the daemon.
-type Request struct {
+// request is one call to the daemon.
+type request struct {
 	Op     string         `json:"op"` // ping, create, exec, list, remove, gc
 	ID     string         `json:"id,omitempty"`
-	Create *CreateRequest `json:"create,omitempty"`
-	Exec   *ExecRequest   `json:"exec,omitempty"`
+	Create *createRequest `json:"create,omitempty"`
+	Exec   *execRequest   `json:"exec,omitempty"`
 	Force  bool           `json:"force,omitempty"`
 	Pool   *PoolRequest   `json:"pool,omitempty"` // pool.fill, pool.drain
 }
 
-// CreateRequest carries what a new session needs. With exec, it makes the
+// createRequest carries what a new session needs. With exec, it makes the
 // session when absent.
-type CreateRequest struct {
+type createRequest struct {
 	PolicyTOML string        `json:"policyToml"`
 	Vars       policies.Vars `json:"vars"`
 }
 
-// ExecRequest is a command to run; stdin, stdout and stderr come with the
+// execRequest is a command to run; stdin, stdout and stderr come with the
 // request unless Tty is set.
-type ExecRequest struct {
+type execRequest struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env,omitempty"`
 	// CallerEnv is the caller's environment; only env.allow names pass.
@@ -218,9 +218,9 @@ type ExecRequest struct {
 	Cols      uint16        `json:"cols,omitempty"`
 }
 
-// Reply answers a Request. Exec gets a Started reply (with the terminal's
+// reply answers a request. Exec gets a Started reply (with the terminal's
 // master side when Tty) and then one with Result.
-type Reply struct {
+type reply struct {
 	Error    string              `json:"error,omitempty"`
 	Started  bool                `json:"started,omitempty"`
 	Result   *sandbox.ExecResult `json:"result,omitempty"`
@@ -242,31 +242,31 @@ type SessionInfo struct {
 	Pool      string    `json:"pool,omitempty"` // key of the warm pool it was claimed from
 }
 
-// Control is what a client sends while its command runs.
-type Control struct {
+// control is what a client sends while its command runs.
+type control struct {
 	Signal int `json:"signal"`
 }
 
 func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
 	defer d.conns.done(conn)
-	var req Request
+	var req request
 	files, err := wire.Receive(conn, &req)
 	if !d.conns.started(conn) {
 		wire.CloseAll(files)
-		wire.Send(conn, Reply{Error: d.conns.busy() + " (this connection sent no request and was closed)"})
+		wire.Send(conn, reply{Error: d.conns.busy() + " (this connection sent no request and was closed)"})
 		return
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		wire.Send(conn, Reply{Error: fmt.Sprintf("bad request: none within %s of connecting", firstMessageWait)})
+		wire.Send(conn, reply{Error: fmt.Sprintf("bad request: none within %s of connecting", firstMessageWait)})
 		return
 	}
 	if err != nil {
-		wire.Send(conn, Reply{Error: "bad request: " + err.Error()})
+		wire.Send(conn, reply{Error: "bad request: " + err.Error()})
 		return
 	}
 	defer wire.CloseAll(files)
-	var reply Reply
+	var answer reply
 	switch req.Op {
 	case "ping":
 	case "create":
@@ -275,24 +275,24 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 		d.exec(ctx, conn, &req, files)
 		return
 	case "list":
-		reply.Sessions = d.list()
+		answer.Sessions = d.list()
 	case "remove":
 		err = d.remove(req.ID, req.Force)
 	case "gc":
-		reply.Removed, err = d.gc()
+		answer.Removed, err = d.gc()
 	case "pool.fill", "pool.status", "pool.drain":
-		reply.Pools, err = d.poolOp(req.Op, req.Pool)
+		answer.Pools, err = d.poolOp(req.Op, req.Pool)
 	default:
 		err = fmt.Errorf("unknown operation %q", req.Op)
 	}
 	if err != nil {
-		reply.Error = err.Error()
+		answer.Error = err.Error()
 	}
-	wire.Send(conn, reply)
+	wire.Send(conn, answer)
 }
 
 // create makes a session (or, with existingOK, returns the one there).
-func (d *Daemon) create(id string, c *CreateRequest, existingOK bool) (*daemonSession, error) {
+func (d *Daemon) create(id string, c *createRequest, existingOK bool) (*daemonSession, error) {
 	if err := sandbox.CheckID(id); err != nil {
 		return nil, err
 	}
@@ -351,8 +351,8 @@ func checkVars(v policies.Vars) error {
 	return nil
 }
 
-func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, files []*os.File) {
-	fail := func(err error) { wire.Send(conn, Reply{Error: err.Error()}) }
+func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *request, files []*os.File) {
+	fail := func(err error) { wire.Send(conn, reply{Error: err.Error()}) }
 	e := req.Exec
 	if e == nil || len(e.Argv) == 0 {
 		fail(errors.New("no command given"))
@@ -384,7 +384,7 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 	signals := make(chan unix.Signal, 4)
 	go func() {
 		for {
-			var c Control
+			var c control
 			fs, err := wire.Receive(conn, &c)
 			wire.CloseAll(fs)
 			if err != nil {
@@ -402,7 +402,7 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 	o := sandbox.ExecOptions{Argv: e.Argv, Env: e.Env, CallerEnv: e.CallerEnv, Cwd: e.Cwd, Timeout: e.Timeout, Tty: e.Tty, Rows: e.Rows, Cols: e.Cols, Signals: signals}
 	if e.Tty {
 		o.OnTerminal = func(master *os.File) {
-			wire.Send(conn, Reply{Started: true}, int(master.Fd()))
+			wire.Send(conn, reply{Started: true}, int(master.Fd()))
 			master.Close()
 		}
 	} else {
@@ -427,7 +427,7 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *Request, fil
 		fail(err)
 		return
 	}
-	wire.Send(conn, Reply{Result: &res})
+	wire.Send(conn, reply{Result: &res})
 }
 
 func (d *Daemon) list() []SessionInfo {
