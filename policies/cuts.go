@@ -65,7 +65,7 @@ func Cuts(p, ceiling *Policy) ([]string, error) {
 		key      string
 		was, now string
 	}{
-		{"memory", formatSize(was.Memory), formatSize(now.Memory)},
+		{"memory", FormatSize(was.Memory), FormatSize(now.Memory)},
 		{"pids", fmt.Sprint(was.Pids), fmt.Sprint(now.Pids)},
 		{"cpu", formatCPU(was.CPU), formatCPU(now.CPU)},
 		{"timeout", formatDuration(was.Timeout), formatDuration(now.Timeout)},

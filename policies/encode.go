@@ -58,7 +58,7 @@ func (p *Policy) TOML() ([]byte, error) {
 		}
 	}
 	b.WriteString("\n[limits]\n")
-	fmt.Fprintf(&b, "memory = %s\n", tomlQuote(formatSize(p.Limits.Memory)))
+	fmt.Fprintf(&b, "memory = %s\n", tomlQuote(FormatSize(p.Limits.Memory)))
 	fmt.Fprintf(&b, "pids = %d\n", p.Limits.Pids)
 	fmt.Fprintf(&b, "cpu = %s\n", formatCPU(p.Limits.CPU))
 	fmt.Fprintf(&b, "timeout = %s\n", tomlQuote(formatDuration(p.Limits.Timeout)))

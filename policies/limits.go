@@ -94,8 +94,10 @@ func parseSize(s string) (int64, error) {
 	return int64(math.Round(f)), nil
 }
 
-// formatSize prints bytes in the largest binary unit that divides them.
-func formatSize(n int64) string {
+// FormatSize prints bytes exactly, in the largest binary unit that
+// divides them ("64MiB", "1536KiB", "100B"): what a policy's sizes read
+// as everywhere, and what ParseSize reads back.
+func FormatSize(n int64) string {
 	for _, u := range []struct {
 		name string
 		size int64
@@ -129,7 +131,7 @@ func formatCPU(f float64) string {
 
 func checkMemory(n int64) error {
 	if n < MinMemory || n > MaxMemory {
-		return fmt.Errorf("%s is out of range; use %s to %s", describeSize(n), formatSize(MinMemory), formatSize(MaxMemory))
+		return fmt.Errorf("%s is out of range; use %s to %s", describeSize(n), FormatSize(MinMemory), FormatSize(MaxMemory))
 	}
 	return nil
 }
@@ -138,7 +140,7 @@ func describeSize(n int64) string {
 	if n == math.MaxInt64 {
 		return "the size"
 	}
-	return formatSize(n)
+	return FormatSize(n)
 }
 
 func checkPids(n int64) error {

@@ -271,8 +271,8 @@ func TestSizes(t *testing.T) {
 		in   int64
 		want string
 	}{{256 << 20, "256MiB"}, {1 << 30, "1GiB"}, {1536 << 20, "1536MiB"}, {100e6, "100000000B"}, {10 << 10, "10KiB"}} {
-		if got := formatSize(tc.in); got != tc.want {
-			t.Errorf("formatSize(%d) = %q, want %q", tc.in, got, tc.want)
+		if got := FormatSize(tc.in); got != tc.want {
+			t.Errorf("FormatSize(%d) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 	for _, tc := range []struct {

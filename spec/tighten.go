@@ -142,7 +142,7 @@ func annotatedLimits(l policies.Limits, ann map[string]string) (policies.Limits,
 		switch name {
 		case "memory":
 			if q.Limits.Memory > l.Memory {
-				return l, fmt.Errorf("%w: annotation %s=%s is above the policy's %s; an annotation can only lower limits", ErrInvalid, k, v, formatBytes(l.Memory))
+				return l, fmt.Errorf("%w: annotation %s=%s is above the policy's %s; an annotation can only lower limits", ErrInvalid, k, v, policies.FormatSize(l.Memory))
 			}
 			l.Memory = q.Limits.Memory
 		case "pids":
@@ -184,13 +184,6 @@ func tomlValue(name, v string) string {
 		return `"bad"`
 	}
 	return v
-}
-
-func formatBytes(n int64) string {
-	if n%(1<<20) == 0 {
-		return fmt.Sprintf("%dMiB", n>>20)
-	}
-	return fmt.Sprintf("%dB", n)
 }
 
 // process: no_new_privs always; capabilities limited to what both the
@@ -861,7 +854,7 @@ func ClampResources(r *specs.LinuxResources, l policies.Limits, changef func(str
 	if r.Memory.Limit != nil && *r.Memory.Limit > 0 && *r.Memory.Limit < mem {
 		mem = *r.Memory.Limit
 	} else if r.Memory.Limit == nil || *r.Memory.Limit <= 0 || *r.Memory.Limit > mem {
-		changef("resources: memory limit %s (the policy's)", formatBytes(mem))
+		changef("resources: memory limit %s (the policy's)", policies.FormatSize(mem))
 	}
 	r.Memory.Limit = &mem
 	swap := mem

@@ -93,7 +93,7 @@ func explain(w io.Writer, p *policies.Policy, b *spec.Bundle) {
 	l := p.Limits
 	fmt.Fprintln(w, "\nlimits:")
 	fmt.Fprintf(w, "  memory %s, %d processes/threads, %g cpu, %s per command, session idle expiry %s\n",
-		formatBytes(l.Memory), l.Pids, l.CPU, l.Timeout, l.Idle)
+		policies.FormatSize(l.Memory), l.Pids, l.CPU, l.Timeout, l.Idle)
 
 	fmt.Fprintln(w, "\nidentity:")
 	u := b.Spec.Linux.UIDMappings[0]
@@ -136,20 +136,8 @@ func sizeOption(opts []string) string {
 		if v, ok := strings.CutPrefix(o, "size="); ok {
 			var k int64
 			fmt.Sscanf(v, "%dk", &k)
-			return formatBytes(k * 1024)
+			return policies.FormatSize(k * 1024)
 		}
 	}
 	return "unlimited"
-}
-
-func formatBytes(n int64) string {
-	for _, u := range []struct {
-		unit string
-		size int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.size && n%u.size == 0 {
-			return fmt.Sprintf("%d%s", n/u.size, u.unit)
-		}
-	}
-	return fmt.Sprintf("%dB", n)
 }

@@ -877,7 +877,7 @@ func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Dur
 			if res.Signal == int(unix.SIGKILL) && !res.TimedOut {
 				if s.sawOOM() {
 					res.OOM = true
-					res.Error = fmt.Sprintf("killed: memory limit %s exceeded", formatBytes(s.Limits.Memory))
+					res.Error = fmt.Sprintf("killed: memory limit %s exceeded", policies.FormatSize(s.Limits.Memory))
 				}
 			}
 			return res, nil
@@ -1030,14 +1030,3 @@ func restoreTerminals(fds []int) func() {
 }
 
 var devNull = sync.OnceValues(func() (*os.File, error) { return os.OpenFile(os.DevNull, os.O_RDWR, 0) })
-
-func formatBytes(n int64) string {
-	switch {
-	case n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	default:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-}
