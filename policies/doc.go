@@ -8,6 +8,6 @@
 // spec turns a policy into an OCI bundle, runtime enforces it.
 //
 // The example policies in this folder (web-fetch.toml, data-processor.toml,
-// inspector.toml, offline-builder.toml) are loaded by the tests. README.md
-// documents the schema.
+// inspector.toml, offline-builder.toml) are loaded by the tests.
+// docs/policy.md documents the schema.
 package policies

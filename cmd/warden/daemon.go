@@ -35,7 +35,7 @@ are kept full from the start:
   home = "/root"                                 # optional ($HOME)
 
 At start the daemon switches the kernel to cheap cgroup moves (favordynmods,
-Linux 6.18 and later; see README); cgroup_favordynmods = false at the top of
+Linux 6.18 and later; see docs/sessions.md); cgroup_favordynmods = false at the top of
 the file leaves the kernel as it is.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "configuration `FILE` (default: /etc/warden/config.toml for the default root, else ROOT/config.toml)"},
