@@ -1,6 +1,8 @@
-// Package policies owns warden's skill policies: the TOML schema and its
-// strict loading (every error names file, line and key), import of
-// clawhive SKILL.md front matter, the longest-match file-system rules,
+// Package policies owns warden's skill policies.
+//
+// It holds the TOML schema and its strict loading (every error names file,
+// line and key), import of clawhive SKILL.md front matter, the longest-match
+// file-system rules,
 // composition (Merge for skills active together, Intersect for ceilings),
 // canonical encoding and hashing, variable expansion, network host
 // patterns for the egress proxy, and in-process checks (Checker) for agent
