@@ -41,7 +41,7 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		}
 		// A session another process runs (warden do, a Go program, a
 		// create under way) is live too, its container and cgroup with it.
-		hold, err := HoldDir(rt.SessionDir(id), false)
+		hold, err := holdDir(rt.SessionDir(id), false)
 		if errors.Is(err, ErrHeld) {
 			live[id] = true
 			continue

@@ -21,14 +21,14 @@ import (
 // apply). It is read when a session's proxy starts.
 const EgressHostsEnv = "WARDEN_EGRESS_HOSTS"
 
-// StartEgress serves a session's network.allow list: a listener on
+// startEgress serves a session's network.allow list: a listener on
 // spec.EgressProxyAddr inside the sandbox's network namespace, answered by
 // a proxy in this process, which dials from the host. It must run before
 // any sandboxed code does (at create, or when a pooled sandbox is claimed,
 // or when a daemon re-adopts a session), else the sandbox could take the
 // port. Without a network.allow list there is nothing to serve: the
 // sandbox has loopback only.
-func (rt *Runtime) StartEgress(s *Session) error {
+func (rt *Runtime) startEgress(s *Session) error {
 	if s.egress != nil || len(s.policy.Network.Allow) == 0 {
 		return nil
 	}

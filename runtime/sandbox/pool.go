@@ -174,7 +174,7 @@ func (rt *Runtime) pooledSpec(p *policies.Policy, vars policies.Vars, id spec.Id
 // generate is sessionSpec, or with pooled pooledSpec. Only a pooled
 // sandbox's spec treats the placeholder as warden's own: a session that
 // names it as its workspace is a grant inside the state root, refused.
-func (rt *Runtime) generate(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string, Pooled bool) (*spec.Bundle, error) {
+func (rt *Runtime) generate(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string, pooled bool) (*spec.Bundle, error) {
 	host, err := spec.DetectHost()
 	if err != nil {
 		return nil, err
@@ -186,7 +186,7 @@ func (rt *Runtime) generate(p *policies.Policy, vars policies.Vars, id spec.Iden
 		Policy: p, Vars: vars, Host: host, BundleDir: bundleDir, Identity: id,
 		Agent: rt.Binary, CgroupsPath: rt.cgroupPath(container), Hostname: "sandbox",
 	}
-	if Pooled {
+	if pooled {
 		// The session's folders, and the deny rules in them, are checked
 		// when a claim generates the spec with the real ones.
 		o.Placeholder = rt.placeholder()
@@ -196,7 +196,7 @@ func (rt *Runtime) generate(p *policies.Policy, vars policies.Vars, id spec.Iden
 		return nil, err
 	}
 	b.Spec.Process.Args = agentArgs(b.Spec)
-	if err := rt.checkStateRoot(b, bundleDir, Pooled); err != nil {
+	if err := rt.checkStateRoot(b, bundleDir, pooled); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -243,7 +243,7 @@ func systemSource(src string) bool {
 // warden's own state, which gc removes. Nor may a writable grant hold
 // warden's binary (the sandbox would replace what root runs next) or the
 // audit log (it would rewrite the record of what it did).
-func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, Pooled bool) error {
+func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, pooled bool) error {
 	root, err := resolveMissing(rt.Root) // made only once the spec is good
 	if err != nil {
 		return err
@@ -267,7 +267,7 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, Pooled bool)
 		if m.Type != "bind" || m.Source == rt.Binary {
 			continue
 		}
-		if Pooled && m.Source == placeholder && isLate(m.Destination) {
+		if pooled && m.Source == placeholder && isLate(m.Destination) {
 			continue // the placeholder stands for a pooled sandbox's folders, never mounted
 		}
 		if _, own := hostfs.Under(m.Source, masks); own {
@@ -613,9 +613,9 @@ func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ 
 			s.StopEgress()
 		}
 	}()
-	// Locked as a cold session's folder is (HoldDir); the lock moves
+	// Locked as a cold session's folder is (holdDir); the lock moves
 	// with the folder into sessions/.
-	hold, err := HoldDir(dir, true)
+	hold, err := holdDir(dir, true)
 	if err != nil {
 		return nil, err
 	}

@@ -238,7 +238,7 @@ type Session struct {
 	lastUsed time.Time
 	// persisted is when touch last wrote lastUsed to the state file.
 	persisted time.Time
-	hold      *os.File // the session folder, locked (HoldDir)
+	hold      *os.File // the session folder, locked (holdDir)
 }
 
 // Policy is the session's policy.
@@ -290,7 +290,7 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 		}
 		return nil, err
 	}
-	hold, err := HoldDir(dir, true)
+	hold, err := holdDir(dir, true)
 	if err != nil {
 		os.Remove(dir)
 		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
@@ -362,7 +362,7 @@ func (rt *Runtime) bindSession(s *Session, mntns int, late []specs.Mount) (err e
 		return err
 	}
 	t1 := time.Now()
-	if err := rt.StartEgress(s); err != nil {
+	if err := rt.startEgress(s); err != nil {
 		return err
 	}
 	defer func() {
@@ -516,13 +516,13 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 // on. ErrHeld: a live process runs it. Any other error: the session could
 // not be taken over and has been removed.
 func (rt *Runtime) Adopt(id string) (*Session, error) {
-	hold, err := HoldDir(rt.SessionDir(id), false)
+	hold, err := holdDir(rt.SessionDir(id), false)
 	if errors.Is(err, ErrHeld) {
 		return nil, err
 	}
 	s, err := rt.Load(id)
 	if err == nil {
-		err = rt.StartEgress(s)
+		err = rt.startEgress(s)
 	}
 	if err != nil {
 		rt.destroy(id)
@@ -563,12 +563,12 @@ func (s *Session) Close() error {
 	return err
 }
 
-// HoldDir locks a session's folder for as long as the process that runs
+// holdDir locks a session's folder for as long as the process that runs
 // the session keeps the file open: the daemon, or `warden do` and a Go
 // program, which the daemon does not know. gc and a daemon's adoption
 // leave a folder another process holds alone (ErrHeld). wait makes it
 // wait out such a check rather than fail.
-func HoldDir(dir string, wait bool) (*os.File, error) {
+func holdDir(dir string, wait bool) (*os.File, error) {
 	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -593,7 +593,7 @@ func HoldDir(dir string, wait bool) (*os.File, error) {
 	return f, nil
 }
 
-// ErrHeld: another process runs the session (HoldDir).
+// ErrHeld: another process runs the session (holdDir).
 var ErrHeld = errors.New("another warden process runs it")
 
 // destroy removes everything warden made for a session id: processes,
