@@ -38,7 +38,7 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	sessions map[string]*daemonSession
-	pools    *pools // warm pools; see daemon_pool.go
+	pools    *pools // warm pools; see pool.go
 }
 
 type daemonSession struct {

@@ -105,7 +105,7 @@ func (o *Runtime) Create(opts CreateOptions, run bool) (int, error) {
 		return -1, fmt.Errorf("container %s already exists", opts.ID)
 	}
 	// Under a policy the bind sources were checked with their symlinks
-	// resolved: pin them, and make sure the mounts show them (bindcheck.go).
+	// resolved: pin them, and make sure the mounts show them (sandbox.PinBinds, CheckBinds).
 	var pins []sandbox.PinnedBind
 	if rec != nil {
 		if pins, err = sandbox.PinBinds(s.Mounts, func(string) bool { return false }); err != nil {

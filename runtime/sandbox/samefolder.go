@@ -176,7 +176,7 @@ func statIs(p string, id hostfs.FileID) bool {
 // as it is would run it under a policy or in folders the caller did not
 // ask for. Without a policy the request names only the folders given on
 // the command line, and only those are compared; folders are compared as
-// folders, not as paths (see samefolder.go).
+// folders, not as paths (see folderMismatch).
 func (s *Session) CheckSame(policyTOML string, vars policies.Vars) error {
 	var have, want, flags []string
 	if policyTOML != "" {
