@@ -308,10 +308,9 @@ func (ps *pools) take(key, policyHash string) *sandbox.Pooled {
 	return nil
 }
 
-// refillGrace is how long after a claim the refill waits. A new session's
+// refillGrace is how long after a claim the refill waits: a new session's
 // first command usually follows its create at once, and a refill (a
-// container start, ~20 ms of both CPUs here) running beside it made
-// create + first command 1.3-3x slower on a 2-core machine.
+// container start) running beside it slows both on a small machine.
 const refillGrace = 30 * time.Millisecond
 
 // claimed ends a claim of pc, and counts a failed one as a miss. The

@@ -20,11 +20,9 @@ const sealedFromEnv = "_WARDEN_SEALED_FROM"
 // binary, unless it already runs from one. Every container start re-execs
 // the binary as the container's init, and libcontainer protects that from
 // being overwritten from inside (CVE-2019-5736) by sealing a fresh copy of
-// the binary per start (an overlayfs mount and its teardown here: 10-15 ms
-// of every cold create and refill, measured interleaved) unless the
-// process already runs from a sealed memfd.
-// The daemon makes its copy once, at start (one memfd of the binary's
-// size, ~16 MB).
+// the binary per start (an overlayfs mount and its teardown, a large part
+// of a cold create) unless the process already runs from a sealed memfd.
+// The daemon makes its copy once, at start (one memfd of the binary's size).
 func ReexecSealed() error {
 	if exeseal.IsSelfExeCloned() {
 		// exec of /proc/self/fd/N named the process "N": give it its name
