@@ -99,7 +99,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	}
 	// Registered the way an operator does it; containerd must accept the
 	// result (its CRI plugin, which reads the entry, is off here).
-	if r := runTB(t, nil, wardenBinary, "install", "containerd", "--config", path); r.Exit != 0 {
+	if r := runTB(t, nil, wardenBinary, "--allow-unconfined", "install", "containerd", "--config", path); r.Exit != 0 {
 		t.Fatalf("warden install containerd: %s", r.Stderr)
 	}
 	if dump := runTB(t, nil, "containerd", "--config", path, "config", "dump"); dump.Exit != 0 {
@@ -142,7 +142,7 @@ func (e *engines) startDockerd(t testing.TB) {
 	// The warden runtimes are registered with warden install, which must
 	// keep the rest of the file.
 	for _, args := range [][]string{
-		{"install", "docker", "--config", path},
+		{"--allow-unconfined", "install", "docker", "--config", path},
 		{"--policy", filepath.Join(e.policyDir, "locked.toml"), "--policy-dir", e.policyDir, "install", "docker", "--config", path, "--name", "warden-locked"},
 	} {
 		if r := runTB(t, nil, wardenBinary, args...); r.Exit != 0 {

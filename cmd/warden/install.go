@@ -26,19 +26,21 @@ var installCommand = &cli.Command{
 	Subcommands: []*cli.Command{
 		{
 			Name:  "docker",
-			Usage: "add warden to dockerd's runtimes in daemon.json (the global --policy, --policy-dir, --allow-unconfined, --bind-allow, --hook-allow and --cap-allow become its runtimeArgs)",
+			Usage: "add warden to dockerd's runtimes in daemon.json (the global --policy, --policy-dir, --allow-unconfined, --bind-allow, --hook-allow and --cap-allow become its runtimeArgs; with no policy flag, containers run under " + defaultPolicyDir + "/default.toml, the shipped baseline policy written there if missing; --allow-unconfined runs them as configured)",
 			Flags: installFlags,
 			Action: func(cliContext *cli.Context) error {
-				return install(cliContext, "/etc/docker/daemon.json", oci.InstallDocker, "reload dockerd (kill -HUP its pid) and use docker run --runtime=%s")
+				return install(cliContext, dockerConfig, oci.InstallDocker, "reload dockerd (kill -HUP its pid) and use docker run --runtime=%s")
 			},
 		},
 		{
 			Name:  "containerd",
-			Usage: "add warden as a CRI runtime (runc shim, warden as its binary) to containerd's config.toml",
+			Usage: "add warden as a CRI runtime (runc shim, warden as its binary) to containerd's config.toml; containers run under " + defaultPolicyDir + "/default.toml, the shipped baseline policy written there if missing (--allow-unconfined: as configured)",
 			Flags: installFlags,
 			Action: func(cliContext *cli.Context) error {
-				if ociGlobals.policy != "" || len(ociGlobals.capAllow) > 0 || len(ociGlobals.bindAllow) > 0 || len(ociGlobals.hookAllow) > 0 || ociGlobals.allowUnconfined {
-					return errors.New("install containerd: containerd passes a runtime no arguments; put policies in " + defaultPolicyDir + " (or set WARDEN_POLICY_DIR in containerd's environment) instead of --policy, and WARDEN_CAP_ALLOW, WARDEN_BIND_ALLOW, WARDEN_HOOK_ALLOW or WARDEN_ALLOW_UNCONFINED in its environment instead of the flags")
+				// --allow-unconfined only says "no baseline": containerd
+				// passes a runtime no arguments.
+				if ociGlobals.policy != "" || ociGlobals.policyDir != "" || len(ociGlobals.capAllow) > 0 || len(ociGlobals.bindAllow) > 0 || len(ociGlobals.hookAllow) > 0 {
+					return errors.New("install containerd: containerd passes a runtime no arguments; put policies in " + defaultPolicyDir + " (or set WARDEN_POLICY_DIR in containerd's environment) instead of --policy or --policy-dir, and WARDEN_CAP_ALLOW, WARDEN_BIND_ALLOW or WARDEN_HOOK_ALLOW in its environment instead of the flags")
 				}
 				return install(cliContext, "/etc/containerd/config.toml", oci.InstallContainerd, "restart containerd; Kubernetes pods choose it with a RuntimeClass whose handler is %s")
 			},
@@ -67,6 +69,18 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, oc
 		return err
 	}
 	e := oci.RuntimeEntry{Name: cliContext.String("name"), Binary: binary}
+	baseline := ociGlobals.policy == "" && ociGlobals.policyDir == "" && !ociGlobals.allowUnconfined
+	var baselineNote string
+	if baseline {
+		note, err := installBaseline(cliContext.Bool("dry-run"))
+		if err != nil {
+			return fmt.Errorf("install: %w", err)
+		}
+		baselineNote = note
+		if defaultConfig == dockerConfig {
+			e.Args = append(e.Args, "--policy-dir", defaultPolicyDir)
+		}
+	}
 	if p := ociGlobals.policy; p != "" {
 		// The engine would otherwise accept it and fail every container.
 		if _, err := policies.Load(p); err != nil {
@@ -106,6 +120,9 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, oc
 		return fmt.Errorf("install: %s: %w", path, err)
 	}
 	if cliContext.Bool("dry-run") {
+		if baselineNote != "" {
+			fmt.Fprintf(cliContext.App.ErrWriter, "warden: %s\n", baselineNote)
+		}
 		_, err := cliContext.App.Writer.Write(out)
 		return err
 	}
@@ -113,5 +130,46 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, oc
 		return fmt.Errorf("install: %w", err)
 	}
 	fmt.Fprintf(cliContext.App.ErrWriter, "warden: registered runtime %q in %s; "+next+"\n", e.Name, path, e.Name)
+	if baselineNote != "" {
+		fmt.Fprintf(cliContext.App.ErrWriter, "warden: %s\n", baselineNote)
+	}
 	return nil
+}
+
+// dockerConfig is dockerd's configuration file.
+const dockerConfig = "/etc/docker/daemon.json"
+
+// installBaseline makes sure containers that select no policy run under a
+// policy: the operator's default.toml in the default policy folder when
+// there is one (it must load), else the shipped baseline-container policy,
+// written there (not with dryRun). It never replaces a file. It returns
+// what it did, for the operator.
+func installBaseline(dryRun bool) (string, error) {
+	file := filepath.Join(defaultPolicyDir, oci.DefaultPolicyName+".toml")
+	if _, err := os.Lstat(file); err == nil {
+		if _, err := policies.Load(file); err != nil {
+			return "", fmt.Errorf("%w; fix it, or pass --policy FILE, or --allow-unconfined to register containers without a policy", err)
+		}
+		return "containers that select no policy run under " + file + " (kept as it is)", nil
+	}
+	what := "containers that select no policy run under " + file + ", the shipped baseline-container policy (docs/oci.md); pass --policy FILE to choose another, or --allow-unconfined to run them as configured"
+	if dryRun {
+		return "would write " + file + "; " + what, nil
+	}
+	if err := os.MkdirAll(defaultPolicyDir, 0o755); err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(policies.BaselineContainer)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(file) // made just now, and not whole
+		return "", err
+	}
+	return "wrote " + file + "; " + what, nil
 }
