@@ -4,6 +4,8 @@
 package hostfs
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -77,7 +79,12 @@ func Mounts(pid int) ([]*mountinfo.Info, error) {
 	if pid == 0 {
 		return mountinfo.GetMounts(nil)
 	}
-	return mountinfo.PidMountInfo(pid)
+	f, err := os.Open(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return mountinfo.GetMountsFromReader(f, nil)
 }
 
 // MountsUnder lists this process's mounts strictly beneath dir, in mount

@@ -54,3 +54,19 @@ func TestMountinfoEscapes(t *testing.T) {
 		t.Errorf("root %q point %q", m.Root, m.Mountpoint)
 	}
 }
+
+// Another process's table is read from its own mountinfo: this process's
+// by pid is the same as its own.
+func TestMountsOfPid(t *testing.T) {
+	own, err := Mounts(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPid, err := Mounts(os.Getpid())
+	if err != nil || len(byPid) != len(own) || len(own) == 0 {
+		t.Fatalf("Mounts(%d): %d mounts (%v), Mounts(0): %d", os.Getpid(), len(byPid), err, len(own))
+	}
+	if _, err := Mounts(1 << 30); err == nil {
+		t.Error("Mounts of a pid that does not exist gave no error")
+	}
+}
