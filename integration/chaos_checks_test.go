@@ -96,7 +96,11 @@ func (c *chaosRound) checkLeftovers() {
 			return nil
 		}
 		if !kept[rel] {
-			t.Errorf("left under the root: %s", rel)
+			what := ""
+			if owner, err := os.ReadFile(p); err == nil && filepath.Dir(rel) == "uids" {
+				what = fmt.Sprintf(" (a uid lease of %q)", owner)
+			}
+			t.Errorf("left under the root: %s%s", rel, what)
 		}
 		if e.IsDir() && (!kept[rel] || rel == "pool/.empty") {
 			return filepath.SkipDir // named once, with what it holds

@@ -186,6 +186,11 @@ func (c *chaosRound) run() {
 	c.recover()
 	c.stopDaemon()
 	c.checkLeftovers()
+	if t.Failed() {
+		// What the round's daemons said: their reaps and what failed.
+		log, _ := os.ReadFile(filepath.Join(c.r.root, "daemon.log"))
+		t.Logf("daemon.log of the round:\n%s", log)
+	}
 }
 
 // try runs one CLI call of the workload; a call cut off by a kill fails,
