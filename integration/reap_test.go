@@ -141,3 +141,63 @@ func (r *wardenRoot) assertGone(id, container string, agent int, what string) {
 		}
 	}
 }
+
+// TestReapDeadLeases: the uid leases a daemon killed during a create can
+// leave with no folder naming their owner (one not yet naming its owner,
+// one naming a sandbox whose folder was never made) are freed by the next
+// daemon without a gc, while a lease a create under way holds locked and
+// the lease of a live session are kept, and that session still works.
+func TestReapDeadLeases(t *testing.T) {
+	r := newRoot(t)
+	id := r.create("live", r.policy(sessionPolicy), tempDir(t))
+	r.killDaemon(syscall.SIGKILL)
+	uids := filepath.Join(r.root, "uids")
+	leases := func() map[string]string {
+		out := map[string]string{}
+		entries, _ := os.ReadDir(uids)
+		for _, e := range entries {
+			owner, _ := os.ReadFile(filepath.Join(uids, e.Name()))
+			out[e.Name()] = string(owner)
+		}
+		return out
+	}
+	before := leases()
+	if len(before) != 1 {
+		t.Fatalf("uid leases of one session: %v", before)
+	}
+	// Numbers outside warden's range: a lease is a file, whatever its number.
+	unnamed, gone, locked := filepath.Join(uids, "4000001"), filepath.Join(uids, "4000002"), filepath.Join(uids, "4000003")
+	for path, owner := range map[string]string{unnamed: "", gone: "pool-0123456789ab", locked: ""} {
+		if err := os.WriteFile(path, []byte(owner), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold, err := os.Open(locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	if err := syscall.Flock(int(hold.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if res := r.within(20*time.Second, "session", "ls"); res.Exit != 0 || !strings.Contains(res.Stdout, id) {
+		t.Fatalf("session ls after the restart: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
+	}
+	after := leases()
+	for _, p := range []string{unnamed, gone} {
+		if owner, left := after[filepath.Base(p)]; left {
+			t.Errorf("the dead lease %s (owner %q) is left after the daemon's restart", filepath.Base(p), owner)
+		}
+	}
+	if _, kept := after[filepath.Base(locked)]; !kept {
+		t.Errorf("the locked lease (a create under way) was freed")
+	}
+	for uid, owner := range before {
+		if after[uid] != owner {
+			t.Errorf("the live session's lease %s (%s) is now %q", uid, owner, after[uid])
+		}
+	}
+	r.expectAlive(id)
+	hold.Close()
+	os.Remove(locked)
+}
