@@ -14,8 +14,8 @@ import (
 // TestReapCreateKilled: a daemon killed (SIGKILL) at any point of a
 // session's create leaves nothing for the next one to miss: the restarted
 // daemon reaps the half-made session (container state, cgroups in every
-// hierarchy, processes, state folder) without a gc, or serves it if the
-// create had finished.
+// hierarchy, processes, state folder, uid lease) without a gc, or serves
+// it if the create had finished.
 func TestReapCreateKilled(t *testing.T) {
 	r := newRoot(t)
 	policy := r.policy(sessionPolicy)
@@ -47,6 +47,18 @@ func TestReapCreateKilled(t *testing.T) {
 	}
 	if reaped == 0 {
 		t.Errorf("no create was cut short: every kill came before the session's folder or after its create")
+	}
+	// The uid leases left are the live sessions': a create cut short
+	// before its folder existed left none either.
+	owners := map[string]bool{}
+	for _, s := range r.list() {
+		owners[r.container(s.ID)] = true
+	}
+	entries, _ := os.ReadDir(filepath.Join(r.root, "uids"))
+	for _, e := range entries {
+		if owner, _ := os.ReadFile(filepath.Join(r.root, "uids", e.Name())); !owners[string(owner)] {
+			t.Errorf("uid lease %s of %q left, which no live session owns", e.Name(), owner)
+		}
 	}
 	t.Logf("%d creates cut short and reaped", reaped)
 }

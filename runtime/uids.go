@@ -27,7 +27,8 @@ import (
 // host root's allowance and every other session's. A lease is a file
 // ROOT/uids/UID naming its container, made with O_EXCL so concurrent
 // creates (the daemon, warden do, Go programs) never share a uid, and
-// kept across daemon restarts; it is freed with its container or by gc.
+// kept across daemon restarts; it is freed with its container, by gc, or
+// by a restarted daemon when no sandbox owns it (reapOrphans).
 const (
 	uidFirst = 3_000_001
 	uidCount = 65_536
