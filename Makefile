@@ -82,7 +82,9 @@ chaos: build ## kill -9 the daemon (and clients, agents) at random moments, then
 	if [ $$rc = 0 ] && grep -q '^--- PASS: TestChaos ' /tmp/warden-chaos.log; then \
 		grep -E 'chaos_test.go:[0-9]+: (seed|[0-9]+ rounds in)' /tmp/warden-chaos.log; \
 	else \
-		cat /tmp/warden-chaos.log; echo "make chaos: failed, or TestChaos did not run; WARDEN_CHAOS_SEED=<the seed logged above> replays its kills" >&2; exit 1; \
+		cat /tmp/warden-chaos.log; echo; echo "make chaos: the failed rounds' own lines (above: the whole log):"; \
+		bash scripts/chaos-failures.sh /tmp/warden-chaos.log; \
+		echo "make chaos: failed, or TestChaos did not run; WARDEN_CHAOS_SEED=<the seed logged above> replays its kills" >&2; exit 1; \
 	fi
 
 bench: build ## benchmarks, as ratios against baselines measured in the same run (root)

@@ -96,7 +96,11 @@ func (c *chaosRound) checkLeftovers() {
 			return nil
 		}
 		if !kept[rel] {
-			t.Errorf("left under the root: %s", rel)
+			what := ""
+			if owner, err := os.ReadFile(p); err == nil && filepath.Dir(rel) == "uids" {
+				what = fmt.Sprintf(" (a uid lease of %q)", owner)
+			}
+			t.Errorf("left under the root: %s%s", rel, what)
 		}
 		if e.IsDir() && (!kept[rel] || rel == "pool/.empty") {
 			return filepath.SkipDir // named once, with what it holds
@@ -177,7 +181,10 @@ func (c *chaosRound) checkLeftovers() {
 			c.kills.containersReaped++
 		}
 	}
-	t.Logf("checked %d sandbox network namespaces; %d sessions and %d containers reaped", len(netns), c.kills.sessionsReaped, c.kills.containersReaped)
+	log, _ := os.ReadFile(filepath.Join(root, "daemon.log"))
+	c.kills.leasesFreed = bytes.Count(log, []byte("freed uid "))
+	t.Logf("checked %d sandbox network namespaces; %d sessions and %d containers reaped, %d uid leases freed",
+		len(netns), c.kills.sessionsReaped, c.kills.containersReaped, c.kills.leasesFreed)
 }
 
 // processes lists the host processes of the root: in its cgroups, or

@@ -77,13 +77,14 @@ func TestChaos(t *testing.T) {
 			total.add(c.kills)
 		})
 	}
-	t.Logf("%d rounds in %s: %d daemon kills, %d client kills, %d agent kills, %d sessions and %d containers reaped",
-		rounds, time.Since(start).Round(time.Millisecond), total.daemon, total.client, total.agent, total.sessionsReaped, total.containersReaped)
+	t.Logf("%d rounds in %s: %d daemon kills, %d client kills, %d agent kills, %d sessions and %d containers reaped, %d uid leases freed",
+		rounds, time.Since(start).Round(time.Millisecond), total.daemon, total.client, total.agent, total.sessionsReaped, total.containersReaped, total.leasesFreed)
 }
 
 type chaosKills struct {
 	daemon, client, agent            int
 	sessionsReaped, containersReaped int
+	leasesFreed                      int // by a restarted daemon: of creates a kill cut short
 }
 
 func (k *chaosKills) add(o chaosKills) {
@@ -92,6 +93,7 @@ func (k *chaosKills) add(o chaosKills) {
 	k.agent += o.agent
 	k.sessionsReaped += o.sessionsReaped
 	k.containersReaped += o.containersReaped
+	k.leasesFreed += o.leasesFreed
 }
 
 // chaosRound is one round on its own state root and audit log.
@@ -186,6 +188,11 @@ func (c *chaosRound) run() {
 	c.recover()
 	c.stopDaemon()
 	c.checkLeftovers()
+	if t.Failed() {
+		// What the round's daemons said: their reaps and what failed.
+		log, _ := os.ReadFile(filepath.Join(c.r.root, "daemon.log"))
+		t.Logf("daemon.log of the round:\n%s", log)
+	}
 }
 
 // try runs one CLI call of the workload; a call cut off by a kill fails,

@@ -14,8 +14,8 @@ import (
 // TestReapCreateKilled: a daemon killed (SIGKILL) at any point of a
 // session's create leaves nothing for the next one to miss: the restarted
 // daemon reaps the half-made session (container state, cgroups in every
-// hierarchy, processes, state folder) without a gc, or serves it if the
-// create had finished.
+// hierarchy, processes, state folder, uid lease) without a gc, or serves
+// it if the create had finished.
 func TestReapCreateKilled(t *testing.T) {
 	r := newRoot(t)
 	policy := r.policy(sessionPolicy)
@@ -47,6 +47,18 @@ func TestReapCreateKilled(t *testing.T) {
 	}
 	if reaped == 0 {
 		t.Errorf("no create was cut short: every kill came before the session's folder or after its create")
+	}
+	// The uid leases left are the live sessions': a create cut short
+	// before its folder existed left none either.
+	owners := map[string]bool{}
+	for _, s := range r.list() {
+		owners[r.container(s.ID)] = true
+	}
+	entries, _ := os.ReadDir(filepath.Join(r.root, "uids"))
+	for _, e := range entries {
+		if owner, _ := os.ReadFile(filepath.Join(r.root, "uids", e.Name())); !owners[string(owner)] {
+			t.Errorf("uid lease %s of %q left, which no live session owns", e.Name(), owner)
+		}
 	}
 	t.Logf("%d creates cut short and reaped", reaped)
 }
@@ -140,4 +152,64 @@ func (r *wardenRoot) assertGone(id, container string, agent int, what string) {
 			r.t.Errorf("%s: %s left under the root", what, p)
 		}
 	}
+}
+
+// TestReapDeadLeases: the uid leases a daemon killed during a create can
+// leave with no folder naming their owner (one not yet naming its owner,
+// one naming a sandbox whose folder was never made) are freed by the next
+// daemon without a gc, while a lease a create under way holds locked and
+// the lease of a live session are kept, and that session still works.
+func TestReapDeadLeases(t *testing.T) {
+	r := newRoot(t)
+	id := r.create("live", r.policy(sessionPolicy), tempDir(t))
+	r.killDaemon(syscall.SIGKILL)
+	uids := filepath.Join(r.root, "uids")
+	leases := func() map[string]string {
+		out := map[string]string{}
+		entries, _ := os.ReadDir(uids)
+		for _, e := range entries {
+			owner, _ := os.ReadFile(filepath.Join(uids, e.Name()))
+			out[e.Name()] = string(owner)
+		}
+		return out
+	}
+	before := leases()
+	if len(before) != 1 {
+		t.Fatalf("uid leases of one session: %v", before)
+	}
+	// Numbers outside warden's range: a lease is a file, whatever its number.
+	unnamed, gone, locked := filepath.Join(uids, "4000001"), filepath.Join(uids, "4000002"), filepath.Join(uids, "4000003")
+	for path, owner := range map[string]string{unnamed: "", gone: "pool-0123456789ab", locked: ""} {
+		if err := os.WriteFile(path, []byte(owner), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold, err := os.Open(locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	if err := syscall.Flock(int(hold.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if res := r.within(20*time.Second, "session", "ls"); res.Exit != 0 || !strings.Contains(res.Stdout, id) {
+		t.Fatalf("session ls after the restart: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
+	}
+	after := leases()
+	for _, p := range []string{unnamed, gone} {
+		if owner, left := after[filepath.Base(p)]; left {
+			t.Errorf("the dead lease %s (owner %q) is left after the daemon's restart", filepath.Base(p), owner)
+		}
+	}
+	if _, kept := after[filepath.Base(locked)]; !kept {
+		t.Errorf("the locked lease (a create under way) was freed")
+	}
+	for uid, owner := range before {
+		if after[uid] != owner {
+			t.Errorf("the live session's lease %s (%s) is now %q", uid, owner, after[uid])
+		}
+	}
+	r.expectAlive(id)
+	hold.Close()
+	os.Remove(locked)
 }

@@ -647,8 +647,8 @@ func (d *Daemon) AdoptPools(cfg *Config) {
 	d.reapOrphans()
 }
 
-// reapOrphans removes the containers and cgroups of the root that no
-// session or pool owns once both are adopted: what a previous daemon
+// reapOrphans removes the containers, cgroups and uid leases of the root
+// that no session or pool owns once both are adopted: what a previous daemon
 // lost track of (a pooled container whose folder is gone, say). Nothing
 // of this daemon's is under way yet.
 func (d *Daemon) reapOrphans() {
@@ -679,6 +679,12 @@ func (d *Daemon) reapOrphans() {
 			logrus.Warnf("reaped container %s, which no session or pool owned", id)
 		}
 		d.audit.Write(rec)
+	}
+	// A uid lease whose owner is gone is freed too: a daemon killed
+	// between a lease and its owner's folder, or before the lease named
+	// its owner, leaves one that no owner's removal would ever free.
+	for _, lease := range d.rt.GCLeases(owned) {
+		logrus.Warnf("freed %s, which no session or pool owned", lease)
 	}
 }
 

@@ -94,7 +94,7 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		removed = append(removed, "cgroup "+dir)
 	}
 	rt.RemoveRootCgroups()
-	removed = append(removed, rt.gcLeases(live)...)
+	removed = append(removed, rt.GCLeases(live)...)
 	mounts := hostfs.MountsUnder(rt.Root)
 	slices.Reverse(mounts) // deepest first
 	for _, info := range mounts {

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -26,7 +27,8 @@ import (
 // host root's allowance and every other session's. A lease is a file
 // ROOT/uids/UID naming its container, made with O_EXCL so concurrent
 // creates (the daemon, warden do, Go programs) never share a uid, and
-// kept across daemon restarts; it is freed with its container or by gc.
+// kept across daemon restarts; it is freed with its container, by gc, or
+// by a restarted daemon when no sandbox owns it (reapOrphans).
 const (
 	uidFirst = 3_000_001
 	uidCount = 65_536
@@ -58,6 +60,12 @@ func (rt *Runtime) leaseIdentity(owner string) (spec.Identity, *os.File, error) 
 			return spec.Identity{}, nil, fmt.Errorf("uid lease: %w", err)
 		}
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err == nil && !namesFile(f) {
+			// Freed before it was locked (GCLeases frees a lease not yet
+			// naming its owner when it is not locked): take another uid.
+			f.Close()
+			continue
+		}
 		if err == nil {
 			_, err = f.WriteString(owner)
 		}
@@ -110,36 +118,55 @@ func (rt *Runtime) releaseOwned(id string) {
 	}
 }
 
-// gcLeases frees the leases whose container is gone: no session or pool
+// GCLeases frees the leases whose container is gone: no session or pool
 // folder, no libcontainer state, not live, and not locked by a create
-// under way.
-func (rt *Runtime) gcLeases(live map[string]bool) []string {
+// under way. A lease that names no owner is one whose creator died
+// (kill -9) between making it and naming its owner: once it is not
+// locked, nothing owns it. The owner is read under the lock, as a create
+// writes it under the lock and keeps it until its folder exists.
+func (rt *Runtime) GCLeases(live map[string]bool) []string {
 	var removed []string
-	for uid, owner := range rt.leases() {
-		if live[owner] || CheckID(owner) != nil {
+	entries, _ := os.ReadDir(rt.uidsDir())
+	for _, e := range entries {
+		uid, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err != nil || !e.Type().IsRegular() {
 			continue
 		}
-		present := false
-		for _, dir := range []string{rt.SessionDir(owner), filepath.Join(rt.PoolDir(), owner), filepath.Join(rt.containersDir(), owner)} {
-			if _, err := os.Lstat(dir); err == nil {
-				present = true
-			}
-		}
-		if present {
-			continue
-		}
-		f, err := os.Open(rt.leasePath(uid))
+		path := rt.leasePath(uint32(uid))
+		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 		if err != nil {
 			continue
 		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-			if os.Remove(rt.leasePath(uid)) == nil {
-				removed = append(removed, fmt.Sprintf("uid %d (%s)", uid, owner))
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil && namesFile(f) {
+			data, err := io.ReadAll(io.LimitReader(f, 4096))
+			owner := string(data)
+			if err == nil && !live[owner] && (owner == "" || CheckID(owner) == nil && !rt.ownerPresent(owner)) {
+				if os.Remove(path) == nil {
+					removed = append(removed, fmt.Sprintf("uid %d (%s)", uid, cmp.Or(owner, "no owner named")))
+				}
 			}
 		}
 		f.Close()
 	}
 	return removed
+}
+
+// ownerPresent reports whether a lease's owner has a session or pool
+// folder or libcontainer state.
+func (rt *Runtime) ownerPresent(owner string) bool {
+	for _, dir := range []string{rt.SessionDir(owner), filepath.Join(rt.PoolDir(), owner), filepath.Join(rt.containersDir(), owner)} {
+		if _, err := os.Lstat(dir); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// namesFile reports whether f's path still names f: a lease removed (and
+// perhaps made again) since f was opened is another lease.
+func namesFile(f *os.File) bool {
+	var fst, st unix.Stat_t
+	return unix.Fstat(int(f.Fd()), &fst) == nil && unix.Lstat(f.Name(), &st) == nil && fst.Dev == st.Dev && fst.Ino == st.Ino
 }
 
 // usernsOwner is a process (runtime/agent/usernsowner.c) holding a user

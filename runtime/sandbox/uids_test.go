@@ -1,10 +1,15 @@
 package sandbox
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Concurrent leases never share a uid; a lease is freed only by its
@@ -56,7 +61,7 @@ func TestUIDLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	removed := rt.gcLeases(map[string]bool{"sba": true})
+	removed := rt.GCLeases(map[string]bool{"sba": true})
 	if len(removed) != 48 {
 		t.Errorf("gc removed %d leases, want 48: %v", len(removed), removed)
 	}
@@ -70,5 +75,48 @@ func TestUIDLeases(t *testing.T) {
 	rt.releaseOwned("saa")
 	if _, err := os.Stat(filepath.Join(rt.uidsDir())); err != nil || len(rt.leases()) != 2 {
 		t.Errorf("releaseOwned: %v, %v", rt.leases(), err)
+	}
+}
+
+// A lease whose creator died before it named its owner (kill -9 between
+// making the file and writing it) is gc's once no create holds it locked;
+// a create that finds its lease freed before it locked it takes another.
+func TestUIDLeaseNamingNoOwner(t *testing.T) {
+	rt := &Runtime{Root: t.TempDir()}
+	if err := os.MkdirAll(rt.uidsDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dead, locked := rt.leasePath(uidFirst), rt.leasePath(uidFirst+1)
+	for _, p := range []string{dead, locked} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if removed := rt.GCLeases(nil); len(removed) != 1 || !strings.Contains(removed[0], "no owner named") {
+		t.Errorf("gc removed %v, want the unlocked lease naming no owner", removed)
+	}
+	if _, err := os.Stat(dead); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the unlocked lease naming no owner is left: %v", err)
+	}
+	if !namesFile(f) {
+		t.Errorf("the locked lease was freed")
+	}
+	os.Remove(locked)
+	if namesFile(f) {
+		t.Errorf("namesFile: a removed lease still counts as its path's")
+	}
+	if err := os.WriteFile(locked, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if namesFile(f) {
+		t.Errorf("namesFile: a lease made again at the same path counts as the old one")
 	}
 }
