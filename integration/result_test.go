@@ -2,12 +2,19 @@ package integration
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/daemon"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/spec"
 )
 
 // callResult is what `--result` writes (docs/cli.md#the-result-channel).
@@ -101,7 +108,12 @@ func TestExecResult(t *testing.T) {
 		{"not allowed", nil, []string{"ls"}, 127, 0, "", "command_not_found", ""},
 		{"not found", nil, []string{"/no/such/program"}, 127, 0, "", "command_not_found", ""},
 		{"cannot run", []string{"--cwd", "missing"}, []string{"sh", "-c", "true"}, 126, 0, "", "command_cannot_run", ""},
+		{"no such session", []string{"--session", id + "-gone"}, []string{"sh", "-c", "true"}, 125, 0, "", "no_such_session", ""},
 		{"bad timeout", []string{"--timeout", "0s"}, []string{"sh", "-c", "true"}, 125, 0, "", "invalid_input", ""},
+		{"timeout above policy", []string{"--timeout", "1h"}, []string{"sh", "-c", "true"}, 125, 0, "", "policy_refused", ""},
+		{"env refused", []string{"--env", "SECRET=x"}, []string{"sh", "-c", "true"}, 125, 0, "", "policy_refused", ""},
+		{"other policy", []string{"--policy", r.policy(strings.Replace(resultPolicy, "result-test", "other", 1)), "--workspace", ws},
+			[]string{"sh", "-c", "true"}, 125, 0, "", "session_mismatch", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"exec", "--session", id}, c.flags...)
@@ -140,6 +152,18 @@ func TestExecResult(t *testing.T) {
 			}
 		})
 	}
+
+	// A sandbox that died: sandbox_stopped, never the command's status.
+	dead := r.create("result-dead", policy, tempDir(t))
+	if err := syscall.Kill(r.agentPid(dead), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	res, got := r.withResult(nil, "exec", "--session", dead, "--", "sh", "-c", "true")
+	if res.Exit != 125 || got.Error == nil || got.Error.Code != "sandbox_stopped" {
+		t.Errorf("dead sandbox: exit %d, result %+v, stderr %q", res.Exit, got, res.Stderr)
+	}
+	r.warden("session", "rm", dead)
 }
 
 // TestExecResultDescriptor: --result fd:N writes to a descriptor the
@@ -261,5 +285,56 @@ func TestDoResult(t *testing.T) {
 				t.Errorf("result %+v, want killedBy timeout", got)
 			}
 		})
+	}
+}
+
+// TestClientTypedErrors: the daemon's error replies carry a code, and the
+// Go client (daemon.Client) returns them as *daemon.Error that errors.Is
+// matches against the sandbox's sentinel errors; the message is the
+// daemon's text, unchanged.
+func TestClientTypedErrors(t *testing.T) {
+	r := newRoot(t)
+	ws := tempDir(t)
+	policyFile := r.policy(resultPolicy)
+	id := r.create("typed", policyFile, ws)
+	c := &daemon.Client{Root: r.root, Binary: wardenBinary}
+	p, err := policies.Load(policyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	err = c.Remove(id+"-gone", false)
+	var de *daemon.Error
+	if !errors.As(err, &de) || de.Code != daemon.CodeNoSuchSession || !errors.Is(err, sandbox.ErrNoSession) ||
+		errors.Is(err, sandbox.ErrSessionExists) || err.Error() != "no such session: "+id+"-gone" {
+		t.Errorf("remove of a missing session: %#v", err)
+	}
+	err = c.Create(sandbox.SessionConfig{ID: id, Policy: p, Vars: policies.Vars{WorkDir: ws}})
+	if daemon.CodeOf(err) != daemon.CodeSessionExists || !errors.Is(err, sandbox.ErrSessionExists) {
+		t.Errorf("create of a taken id: %v (code %q)", err, daemon.CodeOf(err))
+	}
+	err = c.Create(sandbox.SessionConfig{ID: "bad id!", Policy: p})
+	if daemon.CodeOf(err) != daemon.CodeInvalidInput || !errors.Is(err, spec.ErrInvalid) || !strings.HasPrefix(err.Error(), `session id "bad id!": use 1-64`) {
+		t.Errorf("create with a bad id: %v (code %q)", err, daemon.CodeOf(err))
+	}
+	_, err = c.Exec(sandbox.SessionConfig{ID: id}, sandbox.ExecOptions{Argv: []string{"true"}, Timeout: time.Hour})
+	if daemon.CodeOf(err) != daemon.CodePolicyRefused || !strings.Contains(err.Error(), sandbox.ErrTimeoutTooLong.Error()) {
+		t.Errorf("timeout above the policy's: %v (code %q)", err, daemon.CodeOf(err))
+	}
+	// A session running a command is busy until --force.
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(sandbox.SessionConfig{ID: id}, sandbox.ExecOptions{Argv: []string{"sleep", "20"}})
+		done <- err
+	}()
+	r.waitStarted(id, "sleep")
+	if err := c.Remove(id, false); daemon.CodeOf(err) != daemon.CodeSessionBusy || !strings.Contains(err.Error(), "command(s) running; wait, or use --force") {
+		t.Errorf("remove of a busy session: %v (code %q)", err, daemon.CodeOf(err))
+	}
+	if err := c.Remove(id, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; daemon.CodeOf(err) != daemon.CodeSandboxStopped && err != nil {
+		t.Errorf("a command whose session was removed: %v (code %q)", err, daemon.CodeOf(err))
 	}
 }
