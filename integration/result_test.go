@@ -303,6 +303,9 @@ func TestClientTypedErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if v, err := c.Ping(); err != nil || v != daemon.ProtocolVersion {
+		t.Errorf("ping: version %d, %v; want %d", v, err, daemon.ProtocolVersion)
+	}
 	err = c.Remove(id+"-gone", false)
 	var de *daemon.Error
 	if !errors.As(err, &de) || de.Code != daemon.CodeNoSuchSession || !errors.Is(err, sandbox.ErrNoSession) ||

@@ -342,7 +342,9 @@ static void run(struct request *r, char **envp)
 	check_utf8(r);
 
 	struct buf req = {0};
-	buf_puts(&req, "{\"op\":\"exec\",\"id\":");
+	buf_puts(&req, "{\"v\":");
+	json_put_int(&req, FASTEXEC_PROTOCOL_VERSION);
+	buf_puts(&req, ",\"op\":\"exec\",\"id\":");
 	json_put_string(&req, r->session);
 	buf_puts(&req, ",\"exec\":{\"argv\":");
 	json_put_strings(&req, r->argv, r->argc);

@@ -159,6 +159,7 @@ func (c *Client) call(req request) (reply, error) {
 		return reply{}, err
 	}
 	defer conn.Close()
+	req.V = ProtocolVersion
 	if err := wire.Send(conn, req); err != nil {
 		return reply{}, sendError(err)
 	}
@@ -243,6 +244,13 @@ func (c *Client) Create(cfg sandbox.SessionConfig) error {
 	return err
 }
 
+// Ping asks the daemon (started if none runs) for the protocol version
+// it speaks.
+func (c *Client) Ping() (int, error) {
+	r, err := c.call(request{Op: "ping"})
+	return r.V, err
+}
+
 // Sessions lists the root's sessions.
 func (c *Client) Sessions() ([]SessionInfo, error) {
 	r, err := c.call(request{Op: "list"})
@@ -317,7 +325,7 @@ func (c *Client) Exec(session sandbox.SessionConfig, o sandbox.ExecOptions) (san
 			fds = append(fds, int(f.Fd()))
 		}
 	}
-	if err := wire.Send(conn, request{Op: "exec", ID: session.ID, Create: create, Exec: &e}, fds...); err != nil {
+	if err := wire.Send(conn, request{V: ProtocolVersion, Op: "exec", ID: session.ID, Create: create, Exec: &e}, fds...); err != nil {
 		return sandbox.ExecResult{}, sendError(err)
 	}
 	// A signal goes to the command. The first one, if it comes while the

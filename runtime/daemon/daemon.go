@@ -187,8 +187,18 @@ func (d *Daemon) expireLoop(ctx context.Context) {
 	}
 }
 
-// request is one call to the daemon.
+// ProtocolVersion is the major version of the socket protocol this
+// daemon and its client speak (docs/protocol.md). Fields are added within
+// a version, never renamed or given another meaning; a change that would
+// break an old client or daemon takes a new version.
+const ProtocolVersion = 1
+
+// request is one call to the daemon. The types below are the protocol's
+// schema: testdata/protocol holds their JSON, which a rename fails.
 type request struct {
+	// V is the protocol version the client speaks; 0 (absent, as the
+	// clients before versions sent) means 1.
+	V      int            `json:"v,omitempty"`
 	Op     string         `json:"op"` // ping, create, exec, list, remove, gc
 	ID     string         `json:"id,omitempty"`
 	Create *createRequest `json:"create,omitempty"`
@@ -221,6 +231,7 @@ type execRequest struct {
 // reply answers a request. Exec gets a Started reply (with the terminal's
 // master side when Tty) and then one with Result.
 type reply struct {
+	V        int                 `json:"v,omitempty"` // ping's: the daemon's ProtocolVersion
 	Error    string              `json:"error,omitempty"`
 	Code     Code                `json:"code,omitempty"` // with Error: what kind of failure (errors.go)
 	Started  bool                `json:"started,omitempty"`
@@ -267,9 +278,14 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 		return
 	}
 	defer wire.CloseAll(files)
+	if err := checkVersion(req.V); err != nil {
+		wire.Send(conn, reply{Error: err.Error(), Code: CodeOf(err)})
+		return
+	}
 	var answer reply
 	switch req.Op {
 	case "ping":
+		answer.V = ProtocolVersion
 	case "create":
 		_, err = d.create(req.ID, req.Create, false)
 	case "exec":
@@ -290,6 +306,15 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 		answer.Error, answer.Code = err.Error(), CodeOf(err)
 	}
 	wire.Send(conn, answer)
+}
+
+// checkVersion refuses a request in a protocol version this daemon does
+// not speak, before it is looked at.
+func checkVersion(v int) error {
+	if v == 0 || v == ProtocolVersion {
+		return nil
+	}
+	return kindf(ErrUnsupportedVersion, "protocol version %d is not spoken here: this warden daemon speaks version %d; use a client of its version, or restart the daemon from a newer warden", v, ProtocolVersion)
 }
 
 // create makes a session (or, with existingOK, returns the one there).
