@@ -214,9 +214,9 @@ func TestExecSignalWhileDaemonAway(t *testing.T) {
 			syscall.Kill(daemon, syscall.SIGCONT)
 		}
 	}()
-	term := func(name string, env []string) {
+	term := func(name string, env []string, flags ...string) {
 		t.Helper()
-		cmd := r.command("exec", "--session", id, "--", "sh", "-c", "echo ran > /workspace/"+name)
+		cmd := r.command(append(append([]string{"exec", "--session", id}, flags...), "--", "sh", "-c", "echo ran > /workspace/"+name)...)
 		cmd.Env = append(cmd.Env, env...)
 		// A file, not a pipe: the request carries the caller's stdio to
 		// the stopped daemon, which would hold a pipe open.
@@ -251,6 +251,12 @@ func TestExecSignalWhileDaemonAway(t *testing.T) {
 	}
 	term("fast-path", nil)
 	term("go-path", []string{"WARDEN_FASTPATH=off"})
+	// --result says so: interrupted, nothing ran.
+	resultFile := filepath.Join(tempDir(t), "result.json")
+	term("result", nil, "--result", resultFile)
+	if data, _ := os.ReadFile(resultFile); !strings.Contains(string(data), `"exit":143`) || !strings.Contains(string(data), `"code":"interrupted"`) {
+		t.Errorf("--result of an exec stopped by SIGTERM: %q; want exit 143, code interrupted", data)
+	}
 	os.Remove(filepath.Join(r.root, "warden.sock"))
 	term("coming-up", nil)
 
@@ -282,7 +288,7 @@ func TestExecSignalWhileDaemonAway(t *testing.T) {
 			t.Errorf("%v: SIGTERM to an exec in flight: %v; want the command's trap to exit 7", env, err)
 		}
 	}
-	for _, name := range []string{"fast-path", "go-path", "coming-up"} {
+	for _, name := range []string{"fast-path", "go-path", "result", "coming-up"} {
 		if _, err := os.Stat(filepath.Join(ws, name)); err == nil {
 			t.Errorf("%s: the command ran after its caller had gone", name)
 		}
@@ -329,7 +335,7 @@ fds = array.array("i", [0] * int(sys.argv[2]))
 s.sendmsg([b'{"op":"ping"}'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
 print(s.recv(65536).decode())
 `
-	for n, want := range map[string]string{"5": "more than 4 file descriptors", "3": "{}"} {
+	for n, want := range map[string]string{"5": "more than 4 file descriptors", "3": `{"v":1}`} {
 		out, err := exec.Command("/usr/bin/python3", "-c", client, filepath.Join(r.root, "warden.sock"), n).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), want) || strings.Contains(string(out), "larger") {
 			t.Errorf("a request with %s descriptors: %v, %s; want %q", n, err, out, want)

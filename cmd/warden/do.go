@@ -20,38 +20,43 @@ var doCommand = &cli.Command{
 		&cli.DurationFlag{Name: "timeout", Usage: "kill the command after `DURATION` (at most the policy's limits.timeout)"},
 		envFlag,
 		cwdFlag,
+		resultFlag,
 	}, sandboxFlags...),
-	Action: func(cliContext *cli.Context) error {
-		if err := checkArgs(cliContext, 1, -1, "a command after --"); err != nil {
-			return err
-		}
-		if err := checkExecInput(cliContext); err != nil {
-			return err
-		}
-		p, vars, err := loadSandboxPolicy(cliContext, cliContext.StringSlice("policy"))
-		if err != nil {
-			return err
-		}
-		rt, err := newRuntime(cliContext)
-		if err != nil {
-			return err
-		}
-		// Before the sandbox: a command whose audit line cannot be
-		// written does not run.
-		if err := rt.OpenAudit(); err != nil {
-			return err
-		}
-		s, err := rt.Create(sandbox.SessionConfig{ID: "do-" + randomID(), Policy: p, Vars: vars})
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		res, err := s.Exec(context.Background(), execOptions(cliContext))
-		if err != nil {
-			return err
-		}
-		return resultError(res)
-	},
+	Action: withResult(doRun),
+}
+
+// doRun runs the command in a fresh sandbox: how it ended, or why warden
+// failed.
+func doRun(cliContext *cli.Context) (*sandbox.ExecResult, error) {
+	if err := checkArgs(cliContext, 1, -1, "a command after --"); err != nil {
+		return nil, inputError(err)
+	}
+	if err := checkExecInput(cliContext); err != nil {
+		return nil, inputError(err)
+	}
+	p, vars, err := loadSandboxPolicy(cliContext, cliContext.StringSlice("policy"))
+	if err != nil {
+		return nil, inputError(err)
+	}
+	rt, err := newRuntime(cliContext)
+	if err != nil {
+		return nil, err
+	}
+	// Before the sandbox: a command whose audit line cannot be
+	// written does not run.
+	if err := rt.OpenAudit(); err != nil {
+		return nil, err
+	}
+	s, err := rt.Create(sandbox.SessionConfig{ID: "do-" + randomID(), Policy: p, Vars: vars})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	res, err := s.Exec(context.Background(), execOptions(cliContext))
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
 }
 
 // execOptions are the command and its stdio: the caller's own descriptors.

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/runtime/daemon"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"github.com/warden-sandbox/warden/runtime/termfilter"
 )
@@ -27,7 +28,9 @@ missing session is created; an existing one must have the same policy and
 folders (--workspace, --skill-dir, --data-dir, also when given alone), or
 nothing runs. Folders are compared as folders, not as paths: any path to the
 folder the session has mounted will do; a symlink that leads elsewhere since
-the session was made will not.
+the session was made will not. --result FILE|fd:N writes one JSON object
+saying how the call ended, with a typed error when warden itself failed
+(docs/cli.md, the result channel).
 
 Without --session: the OCI face (runc's exec), as engines call it: run the
 process described by --process FILE, or COMMAND with the container's
@@ -39,55 +42,62 @@ config.json process as the base, in the running container CONTAINER-ID.`,
 		cwdFlag,
 		&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "run the command on a new terminal (interactive)"},
 		&cli.StringSliceFlag{Name: "policy", Aliases: []string{"p"}, Usage: "policy `FILE` to create the session with when it does not exist"},
+		resultFlag,
 	}, append(varFlags, ociExecFlags...)...),
 	Action: func(cliContext *cli.Context) error {
 		if !cliContext.IsSet("session") {
 			return ociExec(cliContext)
 		}
-		if err := onlySessionFlags(cliContext); err != nil {
-			return err
-		}
-		if err := checkArgs(cliContext, 1, -1, "a command after --"); err != nil {
-			return err
-		}
-		if err := checkExecInput(cliContext); err != nil {
-			return err
-		}
-		session, err := execSession(cliContext)
-		if err != nil {
-			return err
-		}
-		o := sandbox.ExecOptions{
-			Argv:      cliContext.Args().Slice(),
-			Env:       cliContext.StringSlice("env"),
-			CallerEnv: os.Environ(),
-			Cwd:       cliContext.String("cwd"),
-			Timeout:   cliContext.Duration("timeout"),
-			Tty:       cliContext.Bool("tty"),
-			Stdin:     os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		}
-		var term *terminal
-		if o.Tty {
-			if term, err = newTerminal(); err != nil {
-				return err
-			}
-			defer term.restore()
-			o.Rows, o.Cols = term.size()
-			o.OnTerminal = term.attach
-			o.Signals = notify(unix.SIGTERM, unix.SIGHUP)
-		} else {
-			o.Signals = notify(unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
-		}
-		res, err := client(cliContext).Exec(session, o)
-		if term != nil {
-			term.wait()
-			term.restore()
-		}
-		if err != nil {
-			return err
-		}
-		return resultError(res)
+		return withResult(sessionExec)(cliContext)
 	},
+}
+
+// sessionExec runs a command in a session: how it ended, or why warden
+// failed (the command line's mistakes as invalid input).
+func sessionExec(cliContext *cli.Context) (*sandbox.ExecResult, error) {
+	if err := onlySessionFlags(cliContext); err != nil {
+		return nil, inputError(err)
+	}
+	if err := checkArgs(cliContext, 1, -1, "a command after --"); err != nil {
+		return nil, inputError(err)
+	}
+	if err := checkExecInput(cliContext); err != nil {
+		return nil, inputError(err)
+	}
+	session, err := execSession(cliContext)
+	if err != nil {
+		return nil, inputError(err)
+	}
+	o := sandbox.ExecOptions{
+		Argv:      cliContext.Args().Slice(),
+		Env:       cliContext.StringSlice("env"),
+		CallerEnv: os.Environ(),
+		Cwd:       cliContext.String("cwd"),
+		Timeout:   cliContext.Duration("timeout"),
+		Tty:       cliContext.Bool("tty"),
+		Stdin:     os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+	}
+	var term *terminal
+	if o.Tty {
+		if term, err = newTerminal(); err != nil {
+			return nil, err
+		}
+		defer term.restore()
+		o.Rows, o.Cols = term.size()
+		o.OnTerminal = term.attach
+		o.Signals = notify(unix.SIGTERM, unix.SIGHUP)
+	} else {
+		o.Signals = notify(unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
+	}
+	res, err := client(cliContext).Exec(session, o)
+	if term != nil {
+		term.wait()
+		term.restore()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
 }
 
 // execSession is the session of an exec: with --policy, the session to
@@ -140,7 +150,7 @@ func newTerminal() (*terminal, error) {
 	return &terminal{con: con, done: make(chan struct{})}, nil
 }
 
-var errNotTerminal = &exitError{code: exitWarden, err: errString("--tty needs a terminal on stdin; drop -t when piping")}
+var errNotTerminal = &exitError{code: exitWarden, err: &daemon.Error{Code: daemon.CodeInvalidInput, Message: "--tty needs a terminal on stdin; drop -t when piping"}}
 
 type errString string
 

@@ -189,18 +189,33 @@ func exitCode(err error) int {
 		return 0
 	}
 	var se *daemon.SignalError
-	if errors.As(err, &se) { // as if the signal had ended warden: nothing ran
+	var ee *exitError
+	switch {
+	case errors.As(err, &se):
 		fmt.Fprintf(os.Stderr, "warden: %v\n", err)
+	case errors.As(err, &ee):
+		if ee.err != nil {
+			fmt.Fprintf(os.Stderr, "warden: %v\n", ee.err)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "warden: %v\n", err)
+	}
+	return exitStatus(err)
+}
+
+// exitStatus is warden's exit status for err.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var se *daemon.SignalError
+	if errors.As(err, &se) { // as if the signal had ended warden: nothing ran
 		return 128 + int(se.Signal)
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintf(os.Stderr, "warden: %v\n", ee.err)
-		}
 		return ee.code
 	}
-	fmt.Fprintf(os.Stderr, "warden: %v\n", err)
 	return exitWarden
 }
 

@@ -29,7 +29,7 @@ var ociExecFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "ignore-paused", Usage: "OCI: accepted for compatibility", Hidden: true},
 }
 
-var sessionOnlyFlags = []string{"timeout", "policy", "workspace", "skill-dir", "data-dir"}
+var sessionOnlyFlags = []string{"timeout", "policy", "workspace", "skill-dir", "data-dir", "result"}
 
 func onlySessionFlags(cliContext *cli.Context) error {
 	for _, f := range ociExecFlags {

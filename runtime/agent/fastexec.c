@@ -6,7 +6,7 @@
 // and a daemon answers on DIR/warden.sock, it sends the request (with the
 // caller's stdin, stdout and stderr as SCM_RIGHTS), forwards signals, and
 // exits with the command's status, exactly as the Go client would. Anything
-// else (a terminal, --policy, an unknown flag, no daemon yet, a malformed
+// else (a terminal, --policy, --result, an unknown flag, no daemon yet, a malformed
 // duration or one below 1ms, a root that is not a plain absolute path)
 // returns before a single byte is sent, and the Go CLI handles it. Text
 // that is not UTF-8 is refused here as the Go CLI refuses it.
@@ -342,7 +342,9 @@ static void run(struct request *r, char **envp)
 	check_utf8(r);
 
 	struct buf req = {0};
-	buf_puts(&req, "{\"op\":\"exec\",\"id\":");
+	buf_puts(&req, "{\"v\":");
+	json_put_int(&req, FASTEXEC_PROTOCOL_VERSION);
+	buf_puts(&req, ",\"op\":\"exec\",\"id\":");
 	json_put_string(&req, r->session);
 	buf_puts(&req, ",\"exec\":{\"argv\":");
 	json_put_strings(&req, r->argv, r->argc);

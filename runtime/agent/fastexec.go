@@ -13,6 +13,10 @@ import "unsafe"
 // WARDEN_ROOT; it must equal runtime.DefaultRoot.
 const defaultRoot = C.FASTEXEC_DEFAULT_ROOT
 
+// FastProtocolVersion is the protocol version of the fast path's requests;
+// it must equal daemon.ProtocolVersion (the daemon's tests check).
+const FastProtocolVersion = C.FASTEXEC_PROTOCOL_VERSION
+
 // The wrappers below let the tests drive the C code.
 
 func parseDuration(s string) (int64, bool) {

@@ -4,6 +4,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* daemon.ProtocolVersion: the version of the requests this client sends */
+#define FASTEXEC_PROTOCOL_VERSION 1
+
 /* runtime.DefaultRoot */
 #define FASTEXEC_DEFAULT_ROOT "/run/warden"
 

@@ -154,24 +154,63 @@ func (c *Client) startDaemon() (*startedDaemon, error) {
 
 // call sends one request and returns the reply.
 func (c *Client) call(req request) (reply, error) {
-	conn, err := c.dial(nil)
+	conn, err := c.connect(nil)
 	if err != nil {
 		return reply{}, err
 	}
 	defer conn.Close()
+	req.V = ProtocolVersion
 	if err := wire.Send(conn, req); err != nil {
-		return reply{}, err
+		return reply{}, sendError(err)
 	}
 	var r reply
 	files, err := wire.Receive(conn, &r)
 	wire.CloseAll(files)
 	if err != nil {
-		return reply{}, fmt.Errorf("warden daemon: %w", err)
+		return reply{}, &Error{Code: CodeDaemonUnavailable, Message: fmt.Sprintf("warden daemon: %v", err)}
 	}
 	if r.Error != "" {
-		return r, errors.New(r.Error)
+		return r, replyError(r)
 	}
 	return r, nil
+}
+
+// connect is dial with its failures typed: a root that cannot hold a
+// daemon is the caller's input, anything else the daemon's absence.
+func (c *Client) connect(signals <-chan unix.Signal) (*net.UnixConn, error) {
+	conn, err := c.dial(signals)
+	if err == nil {
+		return conn, nil
+	}
+	var se *SignalError
+	if errors.As(err, &se) {
+		return nil, err
+	}
+	code := CodeOf(err)
+	if code == CodeInternal {
+		code = CodeDaemonUnavailable
+	}
+	return nil, &Error{Code: code, Message: err.Error()}
+}
+
+// replyError is the typed error of an error reply; a daemon that gives no
+// code (one older than codes) gives an internal one.
+func replyError(r reply) error {
+	code := r.Code
+	if code == "" {
+		code = CodeInternal
+	}
+	return &Error{Code: code, Message: r.Error}
+}
+
+// sendError types a request the client could not send: too large for a
+// message is the caller's input, anything else a daemon gone away.
+func sendError(err error) error {
+	code := CodeDaemonUnavailable
+	if errors.Is(err, wire.ErrMessageTooLarge) || errors.Is(err, wire.ErrTooManyFDs) {
+		code = CodeInvalidInput
+	}
+	return &Error{Code: code, Message: err.Error()}
 }
 
 // createPart is what a session config asks of the daemon: nil when it
@@ -195,14 +234,21 @@ func createPart(cfg sandbox.SessionConfig) (*createRequest, error) {
 // daemon gives it its own host identity).
 func (c *Client) Create(cfg sandbox.SessionConfig) error {
 	if cfg.Policy == nil {
-		return fmt.Errorf("%w: session %s: no policy to create it with", spec.ErrInvalid, cfg.ID)
+		return &Error{Code: CodeInvalidInput, Message: fmt.Sprintf("%v: session %s: no policy to create it with", spec.ErrInvalid, cfg.ID)}
 	}
 	create, err := createPart(cfg)
 	if err != nil {
-		return err
+		return &Error{Code: CodeInvalidInput, Message: err.Error()}
 	}
 	_, err = c.call(request{Op: "create", ID: cfg.ID, Create: create})
 	return err
+}
+
+// Ping asks the daemon (started if none runs) for the protocol version
+// it speaks.
+func (c *Client) Ping() (int, error) {
+	r, err := c.call(request{Op: "ping"})
+	return r.V, err
 }
 
 // Sessions lists the root's sessions.
@@ -252,15 +298,15 @@ func (c *Client) DrainPool(req *PoolRequest) ([]PoolInfo, error) {
 // call with a SignalError and runs nothing; later ones go to the command.
 func (c *Client) Exec(session sandbox.SessionConfig, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
 	if err := sandbox.CheckExec(o.Argv, o.Env, o.Cwd, o.Timeout); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandbox.ExecResult{}, &Error{Code: CodeOf(err), Message: err.Error()}
 	}
 	create, err := createPart(session)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return sandbox.ExecResult{}, &Error{Code: CodeInvalidInput, Message: err.Error()}
 	}
 	e := execRequest{Argv: o.Argv, Env: o.Env, CallerEnv: sandbox.UTF8Env(o.CallerEnv), Cwd: o.Cwd,
 		Timeout: o.Timeout, Tty: o.Tty, Rows: o.Rows, Cols: o.Cols}
-	conn, err := c.dial(o.Signals)
+	conn, err := c.connect(o.Signals)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -279,8 +325,8 @@ func (c *Client) Exec(session sandbox.SessionConfig, o sandbox.ExecOptions) (san
 			fds = append(fds, int(f.Fd()))
 		}
 	}
-	if err := wire.Send(conn, request{Op: "exec", ID: session.ID, Create: create, Exec: &e}, fds...); err != nil {
-		return sandbox.ExecResult{}, err
+	if err := wire.Send(conn, request{V: ProtocolVersion, Op: "exec", ID: session.ID, Create: create, Exec: &e}, fds...); err != nil {
+		return sandbox.ExecResult{}, sendError(err)
 	}
 	// A signal goes to the command. The first one, if it comes while the
 	// daemon has not read the request, ends the wait instead: a daemon that
@@ -314,12 +360,12 @@ func (c *Client) Exec(session sandbox.SessionConfig, o sandbox.ExecOptions) (san
 				return sandbox.ExecResult{}, &SignalError{s}
 			default:
 			}
-			return sandbox.ExecResult{}, fmt.Errorf("warden daemon: %w", err)
+			return sandbox.ExecResult{}, &Error{Code: CodeDaemonUnavailable, Message: fmt.Sprintf("warden daemon: %v", err)}
 		}
 		switch {
 		case r.Error != "":
 			wire.CloseAll(files)
-			return sandbox.ExecResult{}, errors.New(r.Error)
+			return sandbox.ExecResult{}, replyError(r)
 		case r.Started && len(files) > 0 && o.OnTerminal != nil:
 			o.OnTerminal(files[0])
 		case r.Result != nil:

@@ -187,8 +187,18 @@ func (d *Daemon) expireLoop(ctx context.Context) {
 	}
 }
 
-// request is one call to the daemon.
+// ProtocolVersion is the major version of the socket protocol this
+// daemon and its client speak (docs/protocol.md). Fields are added within
+// a version, never renamed or given another meaning; a change that would
+// break an old client or daemon takes a new version.
+const ProtocolVersion = 1
+
+// request is one call to the daemon. The types below are the protocol's
+// schema: testdata/protocol holds their JSON, which a rename fails.
 type request struct {
+	// V is the protocol version the client speaks; 0 (absent, as the
+	// clients before versions sent) means 1.
+	V      int            `json:"v,omitempty"`
 	Op     string         `json:"op"` // ping, create, exec, list, remove, gc
 	ID     string         `json:"id,omitempty"`
 	Create *createRequest `json:"create,omitempty"`
@@ -221,7 +231,9 @@ type execRequest struct {
 // reply answers a request. Exec gets a Started reply (with the terminal's
 // master side when Tty) and then one with Result.
 type reply struct {
+	V        int                 `json:"v,omitempty"` // ping's: the daemon's ProtocolVersion
 	Error    string              `json:"error,omitempty"`
+	Code     Code                `json:"code,omitempty"` // with Error: what kind of failure (errors.go)
 	Started  bool                `json:"started,omitempty"`
 	Result   *sandbox.ExecResult `json:"result,omitempty"`
 	Sessions []SessionInfo       `json:"sessions,omitempty"`
@@ -254,21 +266,26 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 	files, err := wire.Receive(conn, &req)
 	if !d.conns.started(conn) {
 		wire.CloseAll(files)
-		wire.Send(conn, reply{Error: d.conns.busy() + " (this connection sent no request and was closed)"})
+		wire.Send(conn, reply{Error: d.conns.busy() + " (this connection sent no request and was closed)", Code: CodeDaemonUnavailable})
 		return
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		wire.Send(conn, reply{Error: fmt.Sprintf("bad request: none within %s of connecting", firstMessageWait)})
+		wire.Send(conn, reply{Error: fmt.Sprintf("bad request: none within %s of connecting", firstMessageWait), Code: CodeInvalidInput})
 		return
 	}
 	if err != nil {
-		wire.Send(conn, reply{Error: "bad request: " + err.Error()})
+		wire.Send(conn, reply{Error: "bad request: " + err.Error(), Code: CodeInvalidInput})
 		return
 	}
 	defer wire.CloseAll(files)
+	if err := checkVersion(req.V); err != nil {
+		wire.Send(conn, reply{Error: err.Error(), Code: CodeOf(err)})
+		return
+	}
 	var answer reply
 	switch req.Op {
 	case "ping":
+		answer.V = ProtocolVersion
 	case "create":
 		_, err = d.create(req.ID, req.Create, false)
 	case "exec":
@@ -283,12 +300,21 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 	case "pool.fill", "pool.status", "pool.drain":
 		answer.Pools, err = d.poolOp(req.Op, req.Pool)
 	default:
-		err = fmt.Errorf("unknown operation %q", req.Op)
+		err = kindf(spec.ErrInvalid, "unknown operation %q", req.Op)
 	}
 	if err != nil {
-		answer.Error = err.Error()
+		answer.Error, answer.Code = err.Error(), CodeOf(err)
 	}
 	wire.Send(conn, answer)
+}
+
+// checkVersion refuses a request in a protocol version this daemon does
+// not speak, before it is looked at.
+func checkVersion(v int) error {
+	if v == 0 || v == ProtocolVersion {
+		return nil
+	}
+	return kindf(ErrUnsupportedVersion, "protocol version %d is not spoken here: this warden daemon speaks version %d; use a client of its version, or restart the daemon from a newer warden", v, ProtocolVersion)
 }
 
 // create makes a session (or, with existingOK, returns the one there).
@@ -352,14 +378,14 @@ func checkVars(v policies.Vars) error {
 }
 
 func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *request, files []*os.File) {
-	fail := func(err error) { wire.Send(conn, reply{Error: err.Error()}) }
+	fail := func(err error) { wire.Send(conn, reply{Error: err.Error(), Code: CodeOf(err)}) }
 	e := req.Exec
 	if e == nil || len(e.Argv) == 0 {
-		fail(errors.New("no command given"))
+		fail(kindf(spec.ErrInvalid, "no command given"))
 		return
 	}
 	if !e.Tty && len(files) != 3 {
-		fail(fmt.Errorf("want stdin, stdout and stderr descriptors, got %d", len(files)))
+		fail(kindf(spec.ErrInvalid, "want stdin, stdout and stderr descriptors, got %d", len(files)))
 		return
 	}
 	if wire.PeerGone(conn) {
@@ -418,7 +444,7 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *request, fil
 	if removed {
 		why := fmt.Sprintf("session %s was removed (session rm --force) while the command ran; the command was killed with it", s.ID)
 		if err != nil {
-			err = errors.New(why)
+			err = kindf(sandbox.ErrSandboxStopped, "%s", why)
 		} else if res.Signal != 0 {
 			res.Error = why
 		}
@@ -455,7 +481,7 @@ func (d *Daemon) remove(id string, force bool) error {
 	s, ok := d.sessions[id]
 	if ok && s.running > 0 && !force {
 		d.mu.Unlock()
-		return fmt.Errorf("session %s has %d command(s) running; wait, or use --force to kill them", id, s.running)
+		return kindf(errSessionBusy, "session %s has %d command(s) running; wait, or use --force to kill them", id, s.running)
 	}
 	if ok {
 		s.removed = true // its commands' callers learn why they ended

@@ -18,7 +18,9 @@ func TestParseReply(t *testing.T) {
 		want agent.FastReply
 	}{
 		{reply{Started: true}, agent.FastReply{}},
+		{reply{V: 1}, agent.FastReply{}},
 		{reply{Error: "no such session: x; create it <first>"}, agent.FastReply{HasError: true, Err: "no such session: x; create it <first>"}},
+		{reply{Error: "no such session: x", Code: CodeNoSuchSession}, agent.FastReply{HasError: true, Err: "no such session: x"}},
 		{reply{Result: &sandbox.ExecResult{ExitCode: 0, Duration: time.Millisecond}}, agent.FastReply{HasResult: true}},
 		{reply{Result: &sandbox.ExecResult{ExitCode: 137, Signal: 9, OOM: true, Error: "killed: memory limit 64MiB exceeded"}},
 			agent.FastReply{HasResult: true, Exit: 137, ResultErr: "killed: memory limit 64MiB exceeded"}},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/spec"
 )
 
 // PoolRequest configures a warm pool: the policy files it keeps
@@ -718,7 +719,7 @@ func (d *Daemon) poolOp(op string, req *PoolRequest) ([]PoolInfo, error) {
 	switch op {
 	case "pool.fill":
 		if req == nil {
-			return nil, errors.New("pool.fill: no pool given")
+			return nil, kindf(spec.ErrInvalid, "pool.fill: no pool given")
 		}
 		existed := d.pools.has(poolName(req.Files))
 		attempts := d.pools.attempts(poolName(req.Files))

@@ -191,7 +191,7 @@ func (d *Daemon) accept(ctx context.Context, ln *net.UnixListener) {
 			continue
 		}
 		if !d.conns.admit(conn) {
-			wire.Send(conn, reply{Error: d.conns.busy()})
+			wire.Send(conn, reply{Error: d.conns.busy(), Code: CodeDaemonUnavailable})
 			conn.Close()
 			continue
 		}

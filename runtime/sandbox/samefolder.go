@@ -220,7 +220,7 @@ func (s *Session) CheckSame(policyTOML string, vars policies.Vars) error {
 	if len(have) == 0 {
 		return nil
 	}
-	return fmt.Errorf("session %s exists with %s; this call asks for %s: use another --session id, or leave out %s to use the session as it is",
+	return kindf(ErrSessionMismatch, "session %s exists with %s; this call asks for %s: use another --session id, or leave out %s to use the session as it is",
 		s.ID, strings.Join(have, " and "), strings.Join(want, " and "), joinAnd(flags))
 }
 

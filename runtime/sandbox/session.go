@@ -195,7 +195,7 @@ var (
 // CheckID validates a session id.
 func CheckID(id string) error {
 	if !idPattern.MatchString(id) {
-		return fmt.Errorf("session id %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", id)
+		return kindf(spec.ErrInvalid, "session id %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", id)
 	}
 	return nil
 }
@@ -693,19 +693,19 @@ type ExecResult struct {
 func CheckExec(argv, env []string, cwd string, timeout time.Duration) error {
 	for i, a := range argv {
 		if !utf8.ValidString(a) {
-			return fmt.Errorf("argument %d is not valid UTF-8; warden passes arguments as UTF-8 text; rename the file or convert the text (iconv -t UTF-8)", i+1)
+			return kindf(spec.ErrInvalid, "argument %d is not valid UTF-8; warden passes arguments as UTF-8 text; rename the file or convert the text (iconv -t UTF-8)", i+1)
 		}
 	}
 	for _, kv := range env {
 		if !utf8.ValidString(kv) {
-			return errors.New("--env is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)")
+			return kindf(spec.ErrInvalid, "--env is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)")
 		}
 	}
 	if !utf8.ValidString(cwd) {
-		return errors.New("--cwd is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)")
+		return kindf(spec.ErrInvalid, "--cwd is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)")
 	}
 	if timeout < 0 || timeout > 0 && timeout < policies.MinTimeout {
-		return fmt.Errorf("--timeout %s: use at least %s", timeout, policies.MinTimeout)
+		return kindf(spec.ErrInvalid, "--timeout %s: use at least %s", timeout, policies.MinTimeout)
 	}
 	return nil
 }
@@ -780,7 +780,7 @@ func (s *Session) Exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	start := time.Now()
 	if len(o.Argv) == 0 {
-		return ExecResult{}, errors.New("no command given")
+		return ExecResult{}, kindf(spec.ErrInvalid, "no command given")
 	}
 	if err := CheckExec(o.Argv, o.Env, o.Cwd, o.Timeout); err != nil {
 		return ExecResult{}, err
@@ -909,16 +909,16 @@ func (s *Session) commandEnv(caller, extra []string) ([]string, error) {
 	for _, kv := range extra {
 		name, _, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
-			return nil, fmt.Errorf("--env %q: use NAME=VALUE", kv)
+			return nil, kindf(spec.ErrInvalid, "--env %q: use NAME=VALUE", kv)
 		}
 		if _, set := s.policy.Env.Set[name]; set {
-			return nil, fmt.Errorf("--env %s: the policy sets it (env.set); a command cannot change it", name)
+			return nil, kindf(policies.ErrDenied, "--env %s: the policy sets it (env.set); a command cannot change it", name)
 		}
 		if len(s.policy.Network.Allow) > 0 && slices.ContainsFunc([]string{"http_proxy", "https_proxy", "all_proxy", "no_proxy"}, func(p string) bool { return strings.EqualFold(p, name) }) {
-			return nil, fmt.Errorf("--env %s: warden sets the proxy variables to its egress proxy; they cannot be passed", name)
+			return nil, kindf(policies.ErrDenied, "--env %s: warden sets the proxy variables to its egress proxy; they cannot be passed", name)
 		}
 		if !allowed[name] {
-			return nil, fmt.Errorf("--env %s: not in the policy's env.allow; add it there to pass it", name)
+			return nil, kindf(policies.ErrDenied, "--env %s: not in the policy's env.allow; add it there to pass it", name)
 		}
 	}
 	return spec.SandboxEnv(s.policy, s.Vars, append(append([]string{}, caller...), extra...)), nil
