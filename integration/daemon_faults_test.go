@@ -47,6 +47,58 @@ func (r *wardenRoot) theDaemon() int {
 	}
 }
 
+// stopProcess sends pid SIGSTOP and waits until every thread of it has
+// stopped. kill returns when the stop is only pending: each thread stops
+// when it next runs, and on a loaded machine a daemon thread may first
+// take a connection, read a request and run the command (~100ms seen).
+func stopProcess(t *testing.T, pid int) {
+	t.Helper()
+	start := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP %d: %v", pid, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// Twice: a thread may have started one more before it stopped,
+		// after the first listing; once all are stopped none can.
+		running := runningThreads(pid)
+		if len(running) == 0 {
+			if running = runningThreads(pid); len(running) == 0 {
+				t.Logf("%d stopped %s after SIGSTOP", pid, time.Since(start).Round(time.Millisecond))
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d: threads %v still not stopped 10s after SIGSTOP", pid, running)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// runningThreads lists the threads of pid that are not stopped (State T)
+// or gone (Z, X), with their state.
+func runningThreads(pid int) []string {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var running []string
+	for _, task := range tasks {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if state, ok := strings.CutPrefix(line, "State:"); ok {
+				if f := strings.Fields(state); len(f) == 0 || !strings.Contains("TZX", f[0]) {
+					running = append(running, task.Name()+":"+strings.TrimSpace(state))
+				}
+			}
+		}
+	}
+	return running
+}
+
 // timedExec runs argv in a session and says how long it took.
 func (r *wardenRoot) timedExec(id string, argv ...string) (sandboxResult, time.Duration) {
 	r.t.Helper()
@@ -208,12 +260,12 @@ func TestExecSignalWhileDaemonAway(t *testing.T) {
 	id := r.create("sig", r.policy("name = \"sig\"\n[fs]\nwrite = [\"$WORK_DIR\"]\n[exec]\nallow = [\"sh\", \"true\", \"touch\", \"sleep\"]\n"), ws)
 	daemon := r.theDaemon()
 	stopped := true
-	syscall.Kill(daemon, syscall.SIGSTOP)
 	defer func() {
 		if stopped {
 			syscall.Kill(daemon, syscall.SIGCONT)
 		}
 	}()
+	stopProcess(t, daemon)
 	term := func(name string, env []string, flags ...string) {
 		t.Helper()
 		cmd := r.command(append(append([]string{"exec", "--session", id}, flags...), "--", "sh", "-c", "echo ran > /workspace/"+name)...)
