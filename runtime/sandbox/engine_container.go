@@ -99,7 +99,10 @@ func (l libcontainerContainer) status() (containerStatus, error) {
 	return stopped, nil
 }
 
-func (l libcontainerContainer) destroy() error { return KillAndDestroy(l.c) }
+func (l libcontainerContainer) pause() error              { return l.c.Pause() }
+func (l libcontainerContainer) resume() error             { return l.c.Resume() }
+func (l libcontainerContainer) processes() ([]int, error) { return l.c.Processes() }
+func (l libcontainerContainer) destroy() error            { return KillAndDestroy(l.c) }
 
 // initProcess converts the spec's process the way runc does, but for its
 // rlimits: the engine would set them with prlimit from the host, which
