@@ -64,7 +64,8 @@ func (s *Session) Thaw() error {
 // returns how many it killed once they are gone. Running commands end
 // with SIGKILL and say why; the session runs new commands afterwards. A
 // frozen session stays frozen: it is thawed only for the moment its
-// killed processes take to die (a frozen process cannot die).
+// killed processes take to die (a frozen process cannot die) and its
+// agent to report the commands' ends.
 func (s *Session) Kill() (int, error) {
 	s.gate.Lock()
 	defer s.gate.Unlock()
@@ -105,6 +106,11 @@ func (s *Session) Kill() (int, error) {
 		time.Sleep(time.Millisecond)
 	}
 	if frozen {
+		// The agent reports the ends of the commands it ran before it is
+		// frozen again, or their callers would wait for the thaw.
+		for s.waiting.Load() > 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
 		if err := s.container.pause(); err != nil {
 			s.frozen.Store(false)
 			return len(victims), fmt.Errorf("session %s: killed, but could not freeze it again: %w", s.ID, err)

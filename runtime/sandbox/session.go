@@ -238,6 +238,9 @@ type Session struct {
 	// freeze.go): a command is sent to the agent under its read lock.
 	gate   sync.RWMutex
 	frozen atomic.Bool
+	// waiting counts the commands sent to the agent whose end it has not
+	// reported yet.
+	waiting atomic.Int32
 
 	mu       sync.Mutex
 	oomSeen  uint64
@@ -822,6 +825,7 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 		return ExecResult{}, err
 	}
 	defer conn.Close()
+	defer s.waiting.Add(-1)
 	if o.Tty {
 		// A terminal's master side comes in a first message.
 		var ev execEvent
@@ -866,6 +870,7 @@ func (s *Session) send(req execRequest, fds []int) (*net.UnixConn, uint64, error
 		conn.Close()
 		return nil, 0, err
 	}
+	s.waiting.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return conn, s.kills, nil
