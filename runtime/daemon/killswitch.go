@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"sync"
 
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
@@ -52,24 +53,36 @@ func (d *Daemon) killSwitchAll(conn *net.UnixConn, op string) ([]SessionInfo, er
 		}
 	}
 	d.mu.Unlock()
-	sort.Slice(todo, func(i, j int) bool { return todo[i].ID < todo[j].ID })
 	single := "thaw"
 	if freeze {
 		single = "freeze"
 	}
+	// All at once: a freeze mostly waits for the sandbox's processes to
+	// be scheduled and stop, and each one frozen frees the CPUs for the
+	// others.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	changed := map[string]bool{}
 	var errs []error
 	for _, s := range todo {
-		_, err := d.switchSession(s, single, who)
-		switch {
-		case err == nil:
-			changed[s.ID] = true
-		case errors.Is(err, sandbox.ErrFrozen), errors.Is(err, sandbox.ErrNotFrozen):
-			// another call changed it meanwhile: it is as asked
-		default:
-			errs = append(errs, err)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := d.switchSession(s, single, who)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				changed[s.ID] = true
+			case errors.Is(err, sandbox.ErrFrozen), errors.Is(err, sandbox.ErrNotFrozen):
+				// another call changed it meanwhile: it is as asked
+			default:
+				errs = append(errs, err)
+			}
+		}()
 	}
+	wg.Wait()
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	var out []SessionInfo
 	for _, info := range d.list() {
 		if changed[info.ID] {
