@@ -18,11 +18,14 @@ import (
 
 var sessionCommand = &cli.Command{
 	Name:  "session",
-	Usage: "create, list and remove sessions (one warm sandbox per conversation)",
+	Usage: "create, list, remove, freeze, thaw and kill sessions (one warm sandbox per conversation)",
 	Subcommands: []*cli.Command{
 		sessionCreateCommand,
 		sessionListCommand,
 		sessionRemoveCommand,
+		sessionFreezeCommand,
+		sessionThawCommand,
+		sessionKillCommand,
 	},
 }
 

@@ -263,6 +263,40 @@ func (c *Client) Remove(id string, force bool) error {
 	return err
 }
 
+// Freeze stops every process of a session where it is; the session runs
+// no new command until Thaw.
+func (c *Client) Freeze(id string) error {
+	_, err := c.call(request{Op: "freeze", ID: id})
+	return err
+}
+
+// Thaw lets a frozen session's processes go on.
+func (c *Client) Thaw(id string) error {
+	_, err := c.call(request{Op: "thaw", ID: id})
+	return err
+}
+
+// Kill kills every process of a session's sandbox but its agent, and
+// says how many; the session goes on running new commands.
+func (c *Client) Kill(id string) (int, error) {
+	r, err := c.call(request{Op: "kill", ID: id})
+	return r.Killed, err
+}
+
+// FreezeAll freezes every session of the root that is not frozen and
+// lists those it froze.
+func (c *Client) FreezeAll() ([]SessionInfo, error) {
+	r, err := c.call(request{Op: "freeze.all"})
+	return r.Sessions, err
+}
+
+// ThawAll thaws every frozen session of the root and lists those it
+// thawed.
+func (c *Client) ThawAll() ([]SessionInfo, error) {
+	r, err := c.call(request{Op: "thaw.all"})
+	return r.Sessions, err
+}
+
 // GC removes what no live session or pool owns, and says what.
 func (c *Client) GC() ([]string, error) {
 	r, err := c.call(request{Op: "gc"})

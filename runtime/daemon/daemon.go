@@ -121,24 +121,30 @@ func (d *Daemon) Serve(ctx context.Context) error {
 // already says so; this holds even where a sandbox could reach the socket
 // file (a sandbox's processes never run as that user on the host).
 func checkPeer(conn *net.UnixConn) error {
-	raw, err := conn.SyscallConn()
+	cred, err := peerCred(conn)
 	if err != nil {
 		return err
+	}
+	if int(cred.Uid) != os.Geteuid() {
+		return fmt.Errorf("process %d runs as uid %d, not %d", cred.Pid, cred.Uid, os.Geteuid())
+	}
+	return nil
+}
+
+// peerCred is who connected: pid, uid and gid of the peer's process.
+func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	if cerr != nil {
-		return cerr
-	}
-	if int(cred.Uid) != os.Geteuid() {
-		return fmt.Errorf("process %d runs as uid %d, not %d", cred.Pid, cred.Uid, os.Geteuid())
-	}
-	return nil
+	return cred, cerr
 }
 
 // Close releases the socket and lock; sessions keep running for the next
@@ -170,7 +176,8 @@ func (d *Daemon) expireLoop(ctx context.Context) {
 		var expired []*daemonSession
 		for id, s := range d.sessions {
 			idle := now.Sub(s.LastUsed())
-			if s.running == 0 && idle > s.Limits.Idle {
+			// A frozen session is kept for whoever froze it to look at.
+			if s.running == 0 && idle > s.Limits.Idle && !s.Frozen() {
 				expired = append(expired, s)
 				delete(d.sessions, id)
 			}
@@ -199,7 +206,7 @@ type request struct {
 	// V is the protocol version the client speaks; 0 (absent, as the
 	// clients before versions sent) means 1.
 	V      int            `json:"v,omitempty"`
-	Op     string         `json:"op"` // ping, create, exec, list, remove, gc
+	Op     string         `json:"op"` // ping, create, exec, list, remove, gc, freeze, thaw, kill, freeze.all, thaw.all
 	ID     string         `json:"id,omitempty"`
 	Create *createRequest `json:"create,omitempty"`
 	Exec   *execRequest   `json:"exec,omitempty"`
@@ -239,6 +246,7 @@ type reply struct {
 	Sessions []SessionInfo       `json:"sessions,omitempty"`
 	Removed  []string            `json:"removed,omitempty"`
 	Pools    []PoolInfo          `json:"pools,omitempty"`
+	Killed   int                 `json:"killed,omitempty"` // kill: processes killed
 }
 
 // SessionInfo describes a session for `session ls`.
@@ -297,6 +305,10 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 		err = d.remove(req.ID, req.Force)
 	case "gc":
 		answer.Removed, err = d.gc()
+	case "freeze", "thaw", "kill":
+		answer.Killed, err = d.killSwitch(conn, req.Op, req.ID)
+	case "freeze.all", "thaw.all":
+		answer.Sessions, err = d.killSwitchAll(conn, req.Op)
 	case "pool.fill", "pool.status", "pool.drain":
 		answer.Pools, err = d.poolOp(req.Op, req.Pool)
 	default:
@@ -463,7 +475,9 @@ func (d *Daemon) list() []SessionInfo {
 	for _, s := range d.sessions {
 		last := s.LastUsed()
 		state := "running"
-		if !s.Running() {
+		if s.Frozen() {
+			state = "frozen"
+		} else if !s.Running() {
 			state = "stopped"
 		}
 		out = append(out, SessionInfo{ID: s.ID, Policy: s.PolicyName, Workspace: s.Vars.WorkDir, State: state,

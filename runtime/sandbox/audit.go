@@ -22,7 +22,7 @@ import (
 // and duration, net.deny with the reason).
 type AuditRecord struct {
 	Time       time.Time `json:"time"`
-	Event      string    `json:"event"` // exec.start (daemon), exec, session.create, session.remove, session.expire, session.reap, pool.*, container.reap, net.allow, net.deny, net.suppressed
+	Event      string    `json:"event"` // exec.start (daemon), exec, session.create, session.remove, session.expire, session.reap, session.freeze, session.thaw, session.kill, pool.*, container.reap, net.allow, net.deny, net.suppressed
 	Session    string    `json:"session"`
 	Policy     string    `json:"policy,omitempty"`
 	PolicyHash string    `json:"policyHash,omitempty"`
@@ -48,6 +48,12 @@ type AuditRecord struct {
 	// decisions it stands for and, for allowed ones, their destinations.
 	Count int      `json:"count,omitempty"`
 	Hosts []string `json:"hosts,omitempty"`
+	// A freeze, thaw or kill: who asked (the caller's uid and pid, from
+	// the daemon socket's peer credentials) and, for a kill, how many
+	// processes died.
+	UID    *int `json:"uid,omitempty"`
+	Pid    int  `json:"pid,omitempty"`
+	Killed int  `json:"killed,omitempty"`
 }
 
 // AuditLog appends JSON lines to a file, one write() per record on a

@@ -37,6 +37,13 @@ type container interface {
 	// time, which tells it from a later process given the same pid.
 	init() (pid int, start uint64, err error)
 	status() (containerStatus, error)
+	// pause stops every process of the container where it is (the cgroup
+	// freezer) until resume; a paused container's status is paused.
+	pause() error
+	resume() error
+	// processes lists the host pids of every process in the container,
+	// its init's among them.
+	processes() ([]int, error)
 	// destroy kills every process of the container and removes the
 	// engine's state of it.
 	destroy() error

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -99,7 +101,61 @@ func (l libcontainerContainer) status() (containerStatus, error) {
 	return stopped, nil
 }
 
-func (l libcontainerContainer) destroy() error { return KillAndDestroy(l.c) }
+// pause freezes the container. On cgroup v2 that is libcontainer's
+// Pause. On cgroup v1 it is not: Pause's retries thaw the cgroup every
+// few milliseconds (they are made for processes that keep forking), so
+// a process that spins while the CPUs are busy is seldom scheduled in
+// the moment the freeze would take it, and Pause gives up ("unable to
+// freeze") when a kill switch is needed most. warden writes the v1
+// freezer itself and waits for it; libcontainer reads the state back
+// from the cgroup (Status, Resume, Signal, Destroy).
+func (l libcontainerContainer) pause() error {
+	if cgroups.IsCgroup2UnifiedMode() {
+		return l.c.Pause()
+	}
+	if st, err := l.status(); err != nil || st != running {
+		return fmt.Errorf("the sandbox is not running (%v)", st)
+	}
+	st, err := l.c.State()
+	if err != nil {
+		return err
+	}
+	return freezeV1(st.CgroupPaths["freezer"])
+}
+
+func (l libcontainerContainer) resume() error             { return l.c.Resume() }
+func (l libcontainerContainer) processes() ([]int, error) { return l.c.Processes() }
+func (l libcontainerContainer) destroy() error            { return KillAndDestroy(l.c) }
+
+// freezeWait bounds how long a freeze waits for every process of a
+// container to stop.
+const freezeWait = 10 * time.Second
+
+// freezeV1 freezes a cgroup v1 freezer cgroup and waits until it is
+// frozen; one that does not freeze in time is thawed again.
+func freezeV1(path string) error {
+	if path == "" {
+		return errors.New("the sandbox has no freezer cgroup")
+	}
+	if err := cgroups.WriteFile(path, "freezer.state", string(cgroups.Frozen)); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(freezeWait)
+	for {
+		state, err := cgroups.ReadFile(path, "freezer.state")
+		if err == nil && strings.TrimSpace(state) == string(cgroups.Frozen) {
+			return nil
+		}
+		if err == nil && time.Now().After(deadline) {
+			err = fmt.Errorf("its processes did not all stop within %s", freezeWait)
+		}
+		if err != nil {
+			cgroups.WriteFile(path, "freezer.state", string(cgroups.Thawed))
+			return fmt.Errorf("%w; it was thawed again", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 // initProcess converts the spec's process the way runc does, but for its
 // rlimits: the engine would set them with prlimit from the host, which

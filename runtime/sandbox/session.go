@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -233,8 +234,17 @@ type Session struct {
 	container container     // see engine.go
 	egress    *egress.Proxy // serves network.allow; see startEgress
 
+	// gate orders a command's start against freeze, thaw and kill (see
+	// freeze.go): a command is sent to the agent under its read lock.
+	gate   sync.RWMutex
+	frozen atomic.Bool
+	// waiting counts the commands sent to the agent whose end it has not
+	// reported yet.
+	waiting atomic.Int32
+
 	mu       sync.Mutex
 	oomSeen  uint64
+	kills    uint64 // session kills so far: a command they ended says so
 	lastUsed time.Time
 	// persisted is when touch last wrote lastUsed to the state file.
 	persisted time.Time
@@ -497,10 +507,12 @@ func (rt *Runtime) Load(id string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session %s: container: %w", id, err)
 	}
-	if st, err := c.status(); err != nil || st != running {
+	st, err := c.status()
+	if err != nil || st != running && st != paused {
 		return nil, fmt.Errorf("session %s: sandbox is not running (%v)", id, st)
 	}
 	s.container = c
+	s.frozen.Store(st == paused) // it stays frozen until thawed
 	// The state file's modification time is when the session was last
 	// used (touch): a daemon's restart does not reset its idle time.
 	s.lastUsed = time.Now()
@@ -808,18 +820,12 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 		defer restoreTerminals(fds)()
 		openablePipes(fds)
 	}
-	s.touch()
-	conn, err := wire.DialPacket(s.socketPath())
+	conn, kills, err := s.send(req, fds)
 	if err != nil {
-		if s.Stopped() {
-			return ExecResult{}, fmt.Errorf("session %s: %w; remove it with `warden session rm %s` (or `warden gc`) and create it again", s.ID, ErrSandboxStopped, s.ID)
-		}
-		return ExecResult{}, fmt.Errorf("session %s: agent unreachable: %w", s.ID, err)
-	}
-	defer conn.Close()
-	if err := wire.Send(conn, req, fds...); err != nil {
 		return ExecResult{}, err
 	}
+	defer conn.Close()
+	defer s.waiting.Add(-1)
 	if o.Tty {
 		// A terminal's master side comes in a first message.
 		var ev execEvent
@@ -837,15 +843,42 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 			wire.CloseAll(files)
 		}
 	}
-	res, err := s.wait(ctx, conn, timeout, o.Signals)
+	res, err := s.wait(ctx, conn, timeout, o.Signals, kills)
 	res.Duration = time.Since(start)
 	s.touch()
 	return res, err
 }
 
+// send hands a command to the agent, unless the session is frozen. It
+// returns the connection the command's end comes on and the session's
+// kill count when it was sent.
+func (s *Session) send(req execRequest, fds []int) (*net.UnixConn, uint64, error) {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.frozen.Load() {
+		return nil, 0, fmt.Errorf("%w: %s (warden session freeze); nothing was run; thaw it with `warden session thaw %s`", ErrFrozen, s.ID, s.ID)
+	}
+	s.touch()
+	conn, err := wire.DialPacket(s.socketPath())
+	if err != nil {
+		if s.Stopped() {
+			return nil, 0, fmt.Errorf("session %s: %w; remove it with `warden session rm %s` (or `warden gc`) and create it again", s.ID, ErrSandboxStopped, s.ID)
+		}
+		return nil, 0, fmt.Errorf("session %s: agent unreachable: %w", s.ID, err)
+	}
+	if err := wire.Send(conn, req, fds...); err != nil {
+		conn.Close()
+		return nil, 0, err
+	}
+	s.waiting.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return conn, s.kills, nil
+}
+
 // wait waits for the command's end, killing its tree on timeout or when
-// ctx is done.
-func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Duration, signals <-chan unix.Signal) (ExecResult, error) {
+// ctx is done. kills is the session's kill count when it started.
+func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Duration, signals <-chan unix.Signal, kills uint64) (ExecResult, error) {
 	events := make(chan execEvent, 1)
 	errc := make(chan error, 1)
 	go func() {
@@ -878,6 +911,8 @@ func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Dur
 				if s.sawOOM() {
 					res.OOM = true
 					res.Error = fmt.Sprintf("killed: memory limit %s exceeded", policies.FormatSize(s.Limits.Memory))
+				} else if s.killedSince(kills) {
+					res.Error = fmt.Sprintf("killed: every process of session %s was killed (warden session kill)", s.ID)
 				}
 			}
 			return res, nil
