@@ -35,6 +35,9 @@ const (
 	CodeSessionMismatch Code = "session_mismatch"
 	// CodeSessionBusy: remove without force of a session running commands.
 	CodeSessionBusy Code = "session_busy"
+	// CodeSessionFrozen: the session is frozen (warden session freeze):
+	// a new command is refused and never runs; thaw it first.
+	CodeSessionFrozen Code = "session_frozen"
 	// CodeCommandNotFound: the command was not found in the sandbox, or
 	// the policy's exec.allow does not list it (exit status 127; the
 	// message says which). It never started.
@@ -66,7 +69,7 @@ const (
 
 // Codes is every code, in the order docs/protocol.md lists them.
 var Codes = []Code{CodeInvalidInput, CodePolicyRefused, CodeNoSuchSession, CodeSessionExists, CodeSessionMismatch,
-	CodeSessionBusy, CodeCommandNotFound, CodeCommandCannotRun, CodeDaemonUnavailable, CodeSandboxStopped,
+	CodeSessionBusy, CodeSessionFrozen, CodeCommandNotFound, CodeCommandCannotRun, CodeDaemonUnavailable, CodeSandboxStopped,
 	CodeAuditUnwritable, CodeInterrupted, CodeUnsupportedVersion, CodeInternal}
 
 // Error is a failure the daemon reported, or one the client met talking
@@ -112,6 +115,7 @@ var sentinels = []struct {
 	{sandbox.ErrSessionExists, CodeSessionExists},
 	{sandbox.ErrSessionMismatch, CodeSessionMismatch},
 	{errSessionBusy, CodeSessionBusy},
+	{sandbox.ErrFrozen, CodeSessionFrozen},
 	{sandbox.ErrSandboxStopped, CodeSandboxStopped},
 	{sandbox.ErrAuditWrite, CodeAuditUnwritable},
 	{sandbox.ErrTimeoutTooLong, CodePolicyRefused},

@@ -37,6 +37,12 @@ func protocolMessages() map[string]any {
 		"request-pool.fill":   request{V: 1, Op: "pool.fill", Pool: pool},
 		"request-pool.status": request{V: 1, Op: "pool.status"},
 		"request-pool.drain":  request{V: 1, Op: "pool.drain", Pool: &PoolRequest{Files: []string{"/skills/web/policy.toml"}}},
+		"request-freeze":      request{V: 1, Op: "freeze", ID: "chat-7"},
+		"request-thaw":        request{V: 1, Op: "thaw", ID: "chat-7"},
+		"request-kill":        request{V: 1, Op: "kill", ID: "chat-7"},
+		"request-freeze.all":  request{V: 1, Op: "freeze.all"},
+		"request-thaw.all":    request{V: 1, Op: "thaw.all"},
+		"reply-kill":          reply{Killed: 4},
 		"control":             control{Signal: 2},
 		"reply-ping":          reply{V: 1},
 		"reply-error":         reply{Error: "no such session: chat-7", Code: CodeNoSuchSession},
@@ -88,7 +94,7 @@ func TestProtocolSchema(t *testing.T) {
 		t.Errorf("testdata/protocol has %d files for %d messages: remove the stale ones", len(files), len(msgs))
 	}
 	// Every op the daemon serves has its request.
-	for _, op := range []string{"ping", "create", "exec", "list", "remove", "gc", "pool.fill", "pool.status", "pool.drain"} {
+	for _, op := range []string{"ping", "create", "exec", "list", "remove", "gc", "pool.fill", "pool.status", "pool.drain", "freeze", "thaw", "kill", "freeze.all", "thaw.all"} {
 		if _, ok := msgs["request-"+op]; !ok {
 			t.Errorf("no golden request for op %s", op)
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/warden-sandbox/warden/spec"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +51,7 @@ func (s *Session) Thaw() error {
 	s.gate.Lock()
 	defer s.gate.Unlock()
 	if !s.frozen.Load() {
-		return fmt.Errorf("%w: %s; nothing to thaw", ErrNotFrozen, s.ID)
+		return kindf(spec.ErrInvalid, "%w: %s; nothing to thaw", ErrNotFrozen, s.ID)
 	}
 	if err := s.container.resume(); err != nil {
 		return fmt.Errorf("session %s: thaw: %w", s.ID, err)
