@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/internal/protocol"
 	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"github.com/warden-sandbox/warden/spec"
@@ -22,7 +23,7 @@ import (
 )
 
 // SocketPath is the daemon's socket under a state root.
-func SocketPath(root string) string { return filepath.Join(root, "warden.sock") }
+func SocketPath(root string) string { return protocol.SocketPath(root) }
 
 // Daemon owns the sessions of one state root: it serves the CLI on a 0600
 // socket, expires idle sessions and writes the audit log.
@@ -49,7 +50,7 @@ type daemonSession struct {
 }
 
 // ErrDaemonRunning is returned when another daemon holds the root.
-var ErrDaemonRunning = errors.New("a warden daemon already serves this root")
+var ErrDaemonRunning = protocol.ErrDaemonRunning
 
 // NewDaemon takes the root's lock, re-adopts the sessions a previous
 // daemon left running (reaping those whose sandbox died) and listens.
@@ -195,77 +196,21 @@ func (d *Daemon) expireLoop(ctx context.Context) {
 }
 
 // ProtocolVersion is the major version of the socket protocol this
-// daemon and its client speak (docs/protocol.md). Fields are added within
-// a version, never renamed or given another meaning; a change that would
-// break an old client or daemon takes a new version.
-const ProtocolVersion = 1
+// daemon and its client speak (docs/protocol.md, protocol.Version).
+const ProtocolVersion = protocol.Version
 
-// request is one call to the daemon. The types below are the protocol's
-// schema: testdata/protocol holds their JSON, which a rename fails.
-type request struct {
-	// V is the protocol version the client speaks; 0 (absent, as the
-	// clients before versions sent) means 1.
-	V      int            `json:"v,omitempty"`
-	Op     string         `json:"op"` // ping, create, exec, list, remove, gc, freeze, thaw, kill, freeze.all, thaw.all
-	ID     string         `json:"id,omitempty"`
-	Create *createRequest `json:"create,omitempty"`
-	Exec   *execRequest   `json:"exec,omitempty"`
-	Force  bool           `json:"force,omitempty"`
-	Pool   *PoolRequest   `json:"pool,omitempty"` // pool.fill, pool.drain
-}
-
-// createRequest carries what a new session needs. With exec, it makes the
-// session when absent.
-type createRequest struct {
-	PolicyTOML string        `json:"policyToml"`
-	Vars       policies.Vars `json:"vars"`
-}
-
-// execRequest is a command to run; stdin, stdout and stderr come with the
-// request unless Tty is set.
-type execRequest struct {
-	Argv []string `json:"argv"`
-	Env  []string `json:"env,omitempty"`
-	// CallerEnv is the caller's environment; only env.allow names pass.
-	CallerEnv []string      `json:"callerEnv,omitempty"`
-	Cwd       string        `json:"cwd,omitempty"`
-	Timeout   time.Duration `json:"timeout,omitempty"`
-	Tty       bool          `json:"tty,omitempty"`
-	Rows      uint16        `json:"rows,omitempty"`
-	Cols      uint16        `json:"cols,omitempty"`
-}
-
-// reply answers a request. Exec gets a Started reply (with the terminal's
-// master side when Tty) and then one with Result.
-type reply struct {
-	V        int                 `json:"v,omitempty"` // ping's: the daemon's ProtocolVersion
-	Error    string              `json:"error,omitempty"`
-	Code     Code                `json:"code,omitempty"` // with Error: what kind of failure (errors.go)
-	Started  bool                `json:"started,omitempty"`
-	Result   *sandbox.ExecResult `json:"result,omitempty"`
-	Sessions []SessionInfo       `json:"sessions,omitempty"`
-	Removed  []string            `json:"removed,omitempty"`
-	Pools    []PoolInfo          `json:"pools,omitempty"`
-	Killed   int                 `json:"killed,omitempty"` // kill: processes killed
-}
-
-// SessionInfo describes a session for `session ls`.
-type SessionInfo struct {
-	ID        string    `json:"id"`
-	Policy    string    `json:"policy"`
-	Workspace string    `json:"workspace"`
-	State     string    `json:"state"`
-	Created   time.Time `json:"created"`
-	LastUsed  time.Time `json:"lastUsed"`
-	Execs     int       `json:"execs"`
-	Running   int       `json:"running"`
-	Pool      string    `json:"pool,omitempty"` // key of the warm pool it was claimed from
-}
-
-// control is what a client sends while its command runs.
-type control struct {
-	Signal int `json:"signal"`
-}
+// The protocol's messages: their types, shared with runtime/client, are
+// in runtime/internal/protocol; testdata/protocol holds their JSON, which
+// a rename fails.
+type (
+	request       = protocol.Request
+	createRequest = protocol.CreateRequest
+	execRequest   = protocol.ExecRequest
+	reply         = protocol.Reply
+	control       = protocol.Control
+	// SessionInfo describes a session for `session ls`.
+	SessionInfo = protocol.SessionInfo
+)
 
 func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()

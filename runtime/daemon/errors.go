@@ -1,176 +1,65 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/internal/protocol"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
-	"github.com/warden-sandbox/warden/spec"
 )
 
-// Code says what kind of failure an error is, for programs: the daemon's
-// error replies carry one beside the message, and `warden exec --result`
-// writes one. The set is part of the protocol (docs/protocol.md): codes
-// are added, never renamed; a client treats one it does not know as
-// CodeInternal.
-type Code string
+// Code says what kind of failure an error is, for programs
+// (protocol.Code): the daemon's error replies carry one beside the
+// message, and `warden exec --result` writes one.
+type Code = protocol.Code
 
+// The codes (docs/protocol.md); protocol.Code's doc says what each means.
 const (
-	// CodeInvalidInput: the request itself is wrong (a flag, an argument, a
-	// policy file, a folder, a session id, a malformed message); it fails
-	// the same way every time until changed.
-	CodeInvalidInput Code = "invalid_input"
-	// CodePolicyRefused: the request is well-formed but the session's
-	// policy does not allow it (an --env name outside env.allow, a
-	// timeout above limits.timeout).
-	CodePolicyRefused Code = "policy_refused"
-	// CodeNoSuchSession: the session does not exist (and the call named
-	// no policy to create it with).
-	CodeNoSuchSession Code = "no_such_session"
-	// CodeSessionExists: create of an id that is taken.
-	CodeSessionExists Code = "session_exists"
-	// CodeSessionMismatch: the session exists with another policy or
-	// other folders than the call asks for; nothing ran.
-	CodeSessionMismatch Code = "session_mismatch"
-	// CodeSessionBusy: remove without force of a session running commands.
-	CodeSessionBusy Code = "session_busy"
-	// CodeSessionFrozen: the session is frozen (warden session freeze):
-	// a new command is refused and never runs; thaw it first.
-	CodeSessionFrozen Code = "session_frozen"
-	// CodeCommandNotFound: the command was not found in the sandbox, or
-	// the policy's exec.allow does not list it (exit status 127; the
-	// message says which). It never started.
-	CodeCommandNotFound Code = "command_not_found"
-	// CodeCommandCannotRun: the command was found but could not start
-	// (exit status 126: not executable, no such working folder, ...).
-	CodeCommandCannotRun Code = "command_cannot_run"
-	// CodeDaemonUnavailable: no daemon could be reached or started, it
-	// has no connection free, or it went away before it answered. Nothing
-	// is known to have run; trying again may work.
-	CodeDaemonUnavailable Code = "daemon_unavailable"
-	// CodeSandboxStopped: the session's sandbox is gone (its agent died,
-	// or the session was removed while the command ran): the command did
-	// not run, or how it ended is not known.
-	CodeSandboxStopped Code = "sandbox_stopped"
-	// CodeAuditUnwritable: the audit log could not be written, so the
-	// command was not run (or ran and has no record; the message says).
-	CodeAuditUnwritable Code = "audit_unwritable"
-	// CodeInterrupted: the caller got SIGINT, SIGTERM or SIGHUP before the
-	// daemon took the request; nothing ran.
-	CodeInterrupted Code = "interrupted"
-	// CodeUnsupportedVersion: the request's protocol version is one this
-	// daemon does not speak.
-	CodeUnsupportedVersion Code = "unsupported_version"
-	// CodeInternal: anything else warden failed at (the host refused an
-	// operation, a bug); the message says what.
-	CodeInternal Code = "internal"
+	CodeInvalidInput       = protocol.CodeInvalidInput
+	CodePolicyRefused      = protocol.CodePolicyRefused
+	CodeNoSuchSession      = protocol.CodeNoSuchSession
+	CodeSessionExists      = protocol.CodeSessionExists
+	CodeSessionMismatch    = protocol.CodeSessionMismatch
+	CodeSessionBusy        = protocol.CodeSessionBusy
+	CodeSessionFrozen      = protocol.CodeSessionFrozen
+	CodeCommandNotFound    = protocol.CodeCommandNotFound
+	CodeCommandCannotRun   = protocol.CodeCommandCannotRun
+	CodeDaemonUnavailable  = protocol.CodeDaemonUnavailable
+	CodeSandboxStopped     = protocol.CodeSandboxStopped
+	CodeAuditUnwritable    = protocol.CodeAuditUnwritable
+	CodeInterrupted        = protocol.CodeInterrupted
+	CodeUnsupportedVersion = protocol.CodeUnsupportedVersion
+	CodeInternal           = protocol.CodeInternal
 )
 
 // Codes is every code, in the order docs/protocol.md lists them.
-var Codes = []Code{CodeInvalidInput, CodePolicyRefused, CodeNoSuchSession, CodeSessionExists, CodeSessionMismatch,
-	CodeSessionBusy, CodeSessionFrozen, CodeCommandNotFound, CodeCommandCannotRun, CodeDaemonUnavailable, CodeSandboxStopped,
-	CodeAuditUnwritable, CodeInterrupted, CodeUnsupportedVersion, CodeInternal}
+var Codes = protocol.Codes
 
 // Error is a failure the daemon reported, or one the client met talking
 // to it: its message is the daemon's text, unchanged. errors.Is matches
 // the sandbox's sentinel errors its code stands for (sandbox.ErrNoSession,
-// sandbox.ErrSessionExists, sandbox.ErrSandboxStopped, ...).
-type Error struct {
-	Code    Code
-	Message string
-}
+// sandbox.ErrSessionExists, sandbox.ErrSandboxStopped, ...: the same
+// values as protocol's).
+type Error = protocol.Error
 
-func (e *Error) Error() string { return e.Message }
-
-// Is makes errors.Is(err, sandbox.ErrNoSession) and the like hold for an
-// error that crossed the socket, and errors.Is(err, &Error{Code: c}) match
-// any error of code c.
-func (e *Error) Is(target error) bool {
-	if t, ok := target.(*Error); ok {
-		return t.Code == e.Code && (t.Message == "" || t.Message == e.Message)
-	}
-	// Only a code that stands for one sentinel alone says which it was:
-	// policy_refused may be a timeout or an --env name.
-	match := false
-	for _, s := range sentinels {
-		if s.code == e.Code {
-			if s.err != target || match {
-				return false
-			}
-			match = true
-		}
-	}
-	return match
-}
-
-// sentinels ties the Go errors callers test for to codes, most specific
-// first: CodeOf takes the first that matches.
-var sentinels = []struct {
-	err  error
-	code Code
-}{
-	{ErrUnsupportedVersion, CodeUnsupportedVersion},
-	{sandbox.ErrNoSession, CodeNoSuchSession},
-	{sandbox.ErrSessionExists, CodeSessionExists},
-	{sandbox.ErrSessionMismatch, CodeSessionMismatch},
-	{errSessionBusy, CodeSessionBusy},
-	{sandbox.ErrFrozen, CodeSessionFrozen},
-	{sandbox.ErrSandboxStopped, CodeSandboxStopped},
-	{sandbox.ErrAuditWrite, CodeAuditUnwritable},
-	{sandbox.ErrTimeoutTooLong, CodePolicyRefused},
-	{policies.ErrDenied, CodePolicyRefused},
-	{spec.ErrInvalid, CodeInvalidInput},
-}
+// SignalError: the caller was told to stop (SIGINT, SIGTERM, SIGHUP)
+// before the daemon had taken its request, so nothing was run.
+type SignalError = protocol.SignalError
 
 // ErrUnsupportedVersion is the refusal of a request in a protocol version
 // the daemon does not speak.
-var ErrUnsupportedVersion = errors.New("unsupported protocol version")
+var ErrUnsupportedVersion = protocol.ErrUnsupportedVersion
 
 // errSessionBusy marks a remove refused for the commands a session runs.
-var errSessionBusy = errors.New("session busy")
+var errSessionBusy = protocol.ErrSessionBusy
 
 // CodeOf is the code of err: its own when it is an *Error, else that of
 // the sentinel it wraps; a policy file's error is invalid input, a
 // SignalError an interruption, anything else internal.
-func CodeOf(err error) Code {
-	if err == nil {
-		return ""
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	var se *SignalError
-	if errors.As(err, &se) {
-		return CodeInterrupted
-	}
-	for _, s := range sentinels {
-		if errors.Is(err, s.err) {
-			return s.code
-		}
-	}
-	var pe *policies.Error
-	if errors.As(err, &pe) {
-		return CodeInvalidInput
-	}
-	return CodeInternal
-}
+func CodeOf(err error) Code { return protocol.CodeOf(err) }
 
 // ResultCode is the code of a command that ended without starting (the
 // agent's 127 or 126); "" for one that ran, however it ended.
-func ResultCode(res sandbox.ExecResult) Code {
-	if res.Error == "" || res.Signal != 0 || res.TimedOut || res.OOM {
-		return ""
-	}
-	switch res.ExitCode {
-	case 127:
-		return CodeCommandNotFound
-	case 126:
-		return CodeCommandCannotRun
-	}
-	return ""
-}
+func ResultCode(res sandbox.ExecResult) Code { return protocol.ResultCode(res) }
 
 // kindError is an error of a known kind whose text is its message alone,
 // as the daemon has always worded it: errors.Is (and so CodeOf) finds the

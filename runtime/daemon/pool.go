@@ -17,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/internal/protocol"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"github.com/warden-sandbox/warden/spec"
 )
@@ -24,26 +25,10 @@ import (
 // PoolRequest configures a warm pool: the policy files it keeps
 // containers for (merged when several), their $SKILL_DIR and $HOME, and how
 // many containers it keeps ready.
-type PoolRequest struct {
-	Files []string      `json:"files"`
-	Vars  policies.Vars `json:"vars"`
-	Size  int           `json:"size"`
-}
+type PoolRequest = protocol.PoolRequest
 
 // PoolInfo is one pool's line in `pool status`.
-type PoolInfo struct {
-	Policy     string   `json:"policy"`
-	Files      []string `json:"files"`
-	PolicyHash string   `json:"policyHash"`
-	Key        string   `json:"key"`
-	Size       int      `json:"size"`
-	Ready      int      `json:"ready"`
-	Claimed    int      `json:"claimed"`
-	Refilling  int      `json:"refilling"`
-	Hits       int      `json:"hits"`
-	Misses     int      `json:"misses"`
-	Error      string   `json:"error,omitempty"`
-}
+type PoolInfo = protocol.PoolInfo
 
 // MaxPoolSize bounds one pool.
 const MaxPoolSize = 1000

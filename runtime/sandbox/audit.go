@@ -15,6 +15,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/runtime/internal/protocol"
 )
 
 // AuditRecord is one line of the audit log: a command that ran (or did
@@ -74,7 +76,7 @@ type AuditLog struct {
 
 // ErrAuditWrite says a record could not be written to the audit log; a
 // command whose record cannot be written does not run.
-var ErrAuditWrite = errors.New("the audit log could not be written")
+var ErrAuditWrite = protocol.ErrAuditWrite
 
 // recordRoom is what a command's record may grow by when it ends: exit
 // code, signal, duration and an error message.

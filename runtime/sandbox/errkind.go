@@ -1,13 +1,14 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/warden-sandbox/warden/runtime/internal/protocol"
 )
 
 // ErrSessionMismatch is wrapped by CheckSame's refusal: the session exists
 // with another policy or other folders than a call asks for.
-var ErrSessionMismatch = errors.New("the session differs from the one asked for")
+var ErrSessionMismatch = protocol.ErrSessionMismatch
 
 // kindError is an error of a known kind whose text is its message alone:
 // errors.Is finds the kind (spec.ErrInvalid, policies.ErrDenied, ...) so

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/warden-sandbox/warden/runtime/internal/protocol"
 	"github.com/warden-sandbox/warden/spec"
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +18,7 @@ import (
 
 var (
 	// ErrFrozen: the session is frozen; it runs no new command.
-	ErrFrozen = errors.New("session is frozen")
+	ErrFrozen = protocol.ErrFrozen
 	// ErrNotFrozen: a thaw of a session that is not frozen.
 	ErrNotFrozen = errors.New("session is not frozen")
 )

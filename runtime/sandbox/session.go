@@ -24,13 +24,14 @@ import (
 
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/egress"
+	"github.com/warden-sandbox/warden/runtime/internal/protocol"
 	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"github.com/warden-sandbox/warden/spec"
 	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // DefaultRoot is where warden keeps its state.
-const DefaultRoot = "/run/warden"
+const DefaultRoot = protocol.DefaultRoot
 
 // cgroupParent holds every sandbox's cgroup, so gc can find them all.
 const cgroupParent = "/warden"
@@ -116,70 +117,17 @@ func (rt *Runtime) MakeDirs() error {
 }
 
 // CheckRoot refuses a state root warden must not take over: an empty one
-// (the current folder) and the host's root folder, where warden's state
-// would mix with the host's own files.
-func CheckRoot(root string) error {
-	if root == "" {
-		return fmt.Errorf("--root (or WARDEN_ROOT) is empty; name a folder for warden's state, or leave it out for %s", DefaultRoot)
-	}
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return fmt.Errorf("--root %s: %w", root, err)
-	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = real
-	}
-	if abs == "/" {
-		return fmt.Errorf("--root %s is the host's root folder; name a folder for warden's state, or leave it out for %s", root, DefaultRoot)
-	}
-	return nil
-}
+// (the current folder) and the host's root folder.
+func CheckRoot(root string) error { return protocol.CheckRoot(root) }
 
 // MakeStateDir creates dir and whatever is missing above it, each new
-// folder 0711 whatever the umask: the sandbox's unprivileged host user
-// must traverse them to reach its bundle, but can list nothing; the files
-// in them are root's alone. A folder that exists keeps its mode: warden
-// changes no folder it did not create (CheckTraversable says when one is
-// in the way).
-func MakeStateDir(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	if parent := filepath.Dir(dir); parent != dir {
-		if err := MakeStateDir(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o711); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return nil
-		}
-		return err
-	}
-	return os.Chmod(dir, 0o711)
-}
+// folder 0711 whatever the umask (protocol.MakeStateDir).
+func MakeStateDir(dir string) error { return protocol.MakeStateDir(dir) }
 
 // CheckTraversable makes sure the sandbox's unprivileged host user can
-// pass through dir and every folder above it that exists (MakeStateDir
-// creates the others traversable); a 0700 folder (mktemp -d) would make
-// every container start fail with a bare EACCES.
-func CheckTraversable(dir string) error {
-	for {
-		fi, err := os.Stat(dir)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return fmt.Errorf("state root: %w", err)
-		case fi.Mode().Perm()&0o001 == 0:
-			return fmt.Errorf("state root: %s is not searchable by other users (mode %04o) and the sandbox's unprivileged user must pass through it; run `chmod o+x %s` or choose another --root", dir, fi.Mode().Perm(), dir)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return nil
-		}
-		dir = parent
-	}
-}
+// pass through dir and every folder above it that exists
+// (protocol.CheckTraversable).
+func CheckTraversable(dir string) error { return protocol.CheckTraversable(dir) }
 
 func (rt *Runtime) containersDir() string       { return filepath.Join(rt.Root, "containers") }
 func (rt *Runtime) SessionDir(id string) string { return filepath.Join(rt.Root, "sessions", id) }
@@ -189,8 +137,8 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 // ErrNoSession and ErrSessionExists are returned for unknown and duplicate
 // session ids.
 var (
-	ErrNoSession     = errors.New("no such session")
-	ErrSessionExists = errors.New("session already exists")
+	ErrNoSession     = protocol.ErrNoSession
+	ErrSessionExists = protocol.ErrSessionExists
 )
 
 // CheckID validates a session id.
@@ -685,17 +633,9 @@ type ExecOptions struct {
 	Signals <-chan unix.Signal
 }
 
-// ExecResult is how a command ended.
-type ExecResult struct {
-	ExitCode int           `json:"exit"`
-	Signal   int           `json:"signal,omitempty"`
-	OOM      bool          `json:"oom,omitempty"`
-	TimedOut bool          `json:"timedOut,omitempty"`
-	Duration time.Duration `json:"duration"`
-	// Error is set when the command did not start (ExitCode 126 or 127),
-	// or was killed by warden (timeout, memory limit).
-	Error string `json:"error,omitempty"`
-}
+// ExecResult is how a command ended: the protocol's result, so the
+// daemon's clients get the same type.
+type ExecResult = protocol.Result
 
 // CheckExec refuses a command the sandbox would not get exactly as given:
 // an argument, variable or working folder that is not UTF-8 (the JSON of
@@ -735,7 +675,7 @@ func UTF8Env(env []string) []string {
 }
 
 // ErrSandboxStopped is returned for a session whose sandbox is gone.
-var ErrSandboxStopped = errors.New("its sandbox has stopped (its agent died)")
+var ErrSandboxStopped = protocol.ErrSandboxStopped
 
 // Stopped reports whether the session's sandbox is gone: its agent died,
 // or its container was removed behind warden's back.
@@ -756,7 +696,7 @@ func (s *Session) Stopped() bool {
 }
 
 // ErrTimeoutTooLong is returned for a timeout above the policy's.
-var ErrTimeoutTooLong = errors.New("timeout exceeds the policy's limits.timeout")
+var ErrTimeoutTooLong = protocol.ErrTimeoutTooLong
 
 // Exec runs one command in the session, waits for it and writes its
 // audit line: to the daemon's log, or for a runtime without a daemon
