@@ -15,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	libseccomp "github.com/opencontainers/runc/libcontainer/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -637,42 +636,16 @@ type ExecOptions struct {
 // daemon's clients get the same type.
 type ExecResult = protocol.Result
 
-// CheckExec refuses a command the sandbox would not get exactly as given:
-// an argument, variable or working folder that is not UTF-8 (the JSON of
-// the requests would carry U+FFFD in its place, which can name another
-// file), or a timeout that is negative or below policies.MinTimeout (zero
-// is the policy's limits.timeout).
+// CheckExec refuses a command the sandbox would not get exactly as given
+// (protocol.CheckExec): text that is not UTF-8, a timeout below
+// policies.MinTimeout.
 func CheckExec(argv, env []string, cwd string, timeout time.Duration) error {
-	for i, a := range argv {
-		if !utf8.ValidString(a) {
-			return kindf(spec.ErrInvalid, "argument %d is not valid UTF-8; warden passes arguments as UTF-8 text; rename the file or convert the text (iconv -t UTF-8)", i+1)
-		}
-	}
-	for _, kv := range env {
-		if !utf8.ValidString(kv) {
-			return kindf(spec.ErrInvalid, "--env is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)")
-		}
-	}
-	if !utf8.ValidString(cwd) {
-		return kindf(spec.ErrInvalid, "--cwd is not valid UTF-8; warden passes flag values as UTF-8 text; convert it (iconv -t UTF-8)")
-	}
-	if timeout < 0 || timeout > 0 && timeout < policies.MinTimeout {
-		return kindf(spec.ErrInvalid, "--timeout %s: use at least %s", timeout, policies.MinTimeout)
-	}
-	return nil
+	return protocol.CheckExec(argv, env, cwd, timeout)
 }
 
-// UTF8Env leaves out the caller's variables that are not UTF-8: JSON
-// cannot carry them unchanged, and only the few env.allow names pass.
-func UTF8Env(env []string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if utf8.ValidString(kv) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
+// UTF8Env leaves out the caller's variables that are not UTF-8
+// (protocol.UTF8Env).
+func UTF8Env(env []string) []string { return protocol.UTF8Env(env) }
 
 // ErrSandboxStopped is returned for a session whose sandbox is gone.
 var ErrSandboxStopped = protocol.ErrSandboxStopped
