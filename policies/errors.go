@@ -28,6 +28,10 @@ func (e *Error) Error() string {
 	return s + e.Msg
 }
 
+// ErrInvalid marks errors caused by the policy or options rather than by
+// the host: spec.ErrInvalid is this value.
+var ErrInvalid = errors.New("invalid")
+
 // ErrDenied is wrapped by every refusal of a Checker, so callers can tell a
 // policy decision from an I/O failure with errors.Is.
 var ErrDenied = errors.New("not allowed by policy")

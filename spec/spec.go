@@ -1,7 +1,6 @@
 package spec
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -135,8 +134,9 @@ type Entry struct {
 }
 
 // ErrInvalid marks errors caused by the policy or options rather than by
-// the host.
-var ErrInvalid = errors.New("invalid")
+// the host (policies.ErrInvalid, so the socket protocol's pure Go side
+// knows it without this package).
+var ErrInvalid = policies.ErrInvalid
 
 // Generate builds the hardened spec for a policy: a default that grants
 // nothing, then ordered steps that each add one kind of permission.

@@ -6,7 +6,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/warden-sandbox/warden/policies"
-	"github.com/warden-sandbox/warden/spec"
 )
 
 // CheckExec refuses a command the sandbox would not get exactly as given:
@@ -47,11 +46,11 @@ func UTF8Env(env []string) []string {
 }
 
 // invalidError is invalid input whose text is its message alone:
-// errors.Is finds spec.ErrInvalid, so CodeOf says invalid_input.
+// errors.Is finds policies.ErrInvalid, so CodeOf says invalid_input.
 type invalidError struct{ msg string }
 
 func (e *invalidError) Error() string        { return e.msg }
-func (e *invalidError) Is(target error) bool { return target == spec.ErrInvalid }
+func (e *invalidError) Is(target error) bool { return target == policies.ErrInvalid }
 
 func invalidf(format string, a ...any) error {
 	return &invalidError{msg: fmt.Sprintf(format, a...)}

@@ -7,7 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/policies"
-	"github.com/warden-sandbox/warden/spec"
 )
 
 // Code says what kind of failure an error is, for programs: the daemon's
@@ -148,7 +147,7 @@ var sentinels = []struct {
 	{ErrAuditWrite, CodeAuditUnwritable},
 	{ErrTimeoutTooLong, CodePolicyRefused},
 	{policies.ErrDenied, CodePolicyRefused},
-	{spec.ErrInvalid, CodeInvalidInput},
+	{policies.ErrInvalid, CodeInvalidInput},
 }
 
 // SignalError: the caller was told to stop (SIGINT, SIGTERM, SIGHUP)

@@ -1,0 +1,296 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/internal/protocol"
+	"github.com/warden-sandbox/warden/runtime/internal/wire"
+)
+
+// Cmd is a command to run in a session.
+type Cmd struct {
+	// Argv is the program and its arguments; the program must be in the
+	// policy's exec.allow. Command is the other way to name it.
+	Argv []string
+	// Command is a command string, run as `sh -c Command`: a policy that
+	// lists any program lets its shell run (policies.CommandShell), and
+	// the shell can start only the listed programs.
+	Command string
+	// Stdin, Stdout and Stderr are the command's stdio; nil is /dev/null.
+	// An *os.File is passed to the command as it is, so its data never
+	// passes through this process or the daemon; any other reader or
+	// writer is copied through a pipe.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Env sets variables, NAME=VALUE; each name must be in the policy's
+	// env.allow. Of this process's own environment, the names env.allow
+	// lists pass too, as with the warden CLI.
+	Env []string
+	// Cwd is the working folder: relative to the workspace, a host path
+	// inside a granted folder, or absolute in the sandbox.
+	Cwd string
+	// Timeout ends the command with SIGKILL; zero is the policy's
+	// limits.timeout, and more than that is refused.
+	Timeout time.Duration
+}
+
+// argv is the command line cmd names.
+func (cmd Cmd) argv() ([]string, error) {
+	switch {
+	case len(cmd.Argv) > 0 && cmd.Command != "":
+		return nil, invalid("Cmd has both Argv and Command; give one")
+	case cmd.Command != "":
+		return []string{policies.CommandShell, "-c", cmd.Command}, nil
+	case len(cmd.Argv) == 0:
+		return nil, invalid("Cmd has no command; set Argv or Command")
+	}
+	return cmd.Argv, nil
+}
+
+// check refuses what the sandbox would not get exactly as given: JSON
+// would carry U+FFFD in place of text that is not UTF-8, which can name
+// another file.
+func (cmd Cmd) check(argv []string) error {
+	for i, a := range argv {
+		if !utf8.ValidString(a) {
+			return invalid("Cmd argument %d is not valid UTF-8; warden passes arguments as UTF-8 text", i+1)
+		}
+	}
+	for _, kv := range cmd.Env {
+		if !utf8.ValidString(kv) {
+			return invalid("Cmd.Env is not valid UTF-8; warden passes variables as UTF-8 text")
+		}
+	}
+	if !utf8.ValidString(cmd.Cwd) {
+		return invalid("Cmd.Cwd is not valid UTF-8; warden passes folders as UTF-8 text")
+	}
+	if cmd.Timeout < 0 || cmd.Timeout > 0 && cmd.Timeout < policies.MinTimeout {
+		return invalid("Cmd.Timeout %s: use at least %s (zero is the policy's limits.timeout)", cmd.Timeout, policies.MinTimeout)
+	}
+	return nil
+}
+
+// Exec runs cmd in the session and waits for it. The error is warden's
+// failure (an *Error: the session is gone, the policy refuses an Env
+// name, ...); how the command ended, a refused program too (exit 127,
+// ResultCode CodeCommandNotFound), is the Result. When ctx ends first the
+// command is killed, Exec returns once its output is copied, and the
+// error is ctx's.
+func (s *Session) Exec(ctx context.Context, cmd Cmd) (Result, error) {
+	argv, err := cmd.argv()
+	if err != nil {
+		return Result{}, err
+	}
+	if err := cmd.check(argv); err != nil {
+		return Result{}, err
+	}
+	s.mu.Lock()
+	create := s.create
+	s.mu.Unlock()
+	req := protocol.Request{V: protocol.Version, Op: "exec", ID: s.ID, Create: create, Exec: &protocol.ExecRequest{
+		Argv: argv, Env: cmd.Env, CallerEnv: protocol.UTF8Env(os.Environ()), Cwd: cmd.Cwd, Timeout: cmd.Timeout}}
+	st, err := openStdio(cmd)
+	if err != nil {
+		return Result{}, err
+	}
+	defer st.finish()
+	conn, err := s.c.dialer().Connect(ctx, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	// Closing the connection kills the command (protocol.md): the end of
+	// ctx wakes the wait below, which returns and closes it.
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
+	err = wire.Send(conn, req, st.fds...)
+	st.passed()
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
+		return Result{}, protocol.SendError(err)
+	}
+	for {
+		var r protocol.Reply
+		files, err := wire.Receive(conn, &r)
+		wire.CloseAll(files)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			conn.Close()
+			return Result{}, ctx.Err()
+		case err != nil:
+			return Result{}, &Error{Code: CodeDaemonUnavailable, Message: fmt.Sprintf("warden daemon: %v", err)}
+		case r.Error != "":
+			return Result{}, protocol.ReplyError(r)
+		case r.Result != nil:
+			return *r.Result, nil
+		}
+	}
+}
+
+// Output runs cmd and returns its standard output. A command that did not
+// exit 0 gives an *ExitError, with the standard error when cmd.Stderr is
+// nil.
+func (s *Session) Output(ctx context.Context, cmd Cmd) ([]byte, error) {
+	if cmd.Stdout != nil {
+		return nil, invalid("Output: Cmd.Stdout is already set")
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout = &out
+	captured := cmd.Stderr == nil
+	if captured {
+		cmd.Stderr = &errOut
+	}
+	res, err := s.Exec(ctx, cmd)
+	if err == nil {
+		err = exitError(res)
+	}
+	if ee, ok := err.(*ExitError); ok && captured {
+		ee.Stderr = errOut.Bytes()
+	}
+	return out.Bytes(), err
+}
+
+// CombinedOutput runs cmd and returns its standard output and error, in
+// the order it wrote them. A command that did not exit 0 gives an
+// *ExitError.
+func (s *Session) CombinedOutput(ctx context.Context, cmd Cmd) ([]byte, error) {
+	if cmd.Stdout != nil || cmd.Stderr != nil {
+		return nil, invalid("CombinedOutput: Cmd.Stdout or Cmd.Stderr is already set")
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	res, err := s.Exec(ctx, cmd)
+	if err == nil {
+		err = exitError(res)
+	}
+	return out.Bytes(), err
+}
+
+// Shell runs a command string (sh -c command), as an agent's shell tool
+// does, and returns its combined output; see CombinedOutput.
+func (s *Session) Shell(ctx context.Context, command string) ([]byte, error) {
+	return s.CombinedOutput(ctx, Cmd{Command: command})
+}
+
+// exitError is nil for a command that exited 0.
+func exitError(res Result) error {
+	if res.ExitCode == 0 && res.Error == "" {
+		return nil
+	}
+	return &ExitError{Result: res}
+}
+
+// stdio is a command's three descriptors and the copying of those that
+// are not files.
+type stdio struct {
+	fds    []int
+	far    []*os.File // passed to the daemon; closed once sent
+	inW    *os.File   // the stdin pipe's end we write
+	copies sync.WaitGroup
+}
+
+func openStdio(cmd Cmd) (*stdio, error) {
+	st := &stdio{}
+	fail := func(err error) (*stdio, error) {
+		st.finish()
+		return nil, err
+	}
+	if f, ok := cmd.Stdin.(*os.File); ok && f != nil {
+		st.fds = append(st.fds, int(f.Fd()))
+	} else if cmd.Stdin == nil {
+		if err := st.devNull(); err != nil {
+			return fail(err)
+		}
+	} else {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		st.far, st.inW = append(st.far, r), w
+		st.fds = append(st.fds, int(r.Fd()))
+		st.copies.Add(1)
+		go func() {
+			defer st.copies.Done()
+			io.Copy(w, cmd.Stdin)
+			w.Close()
+		}()
+	}
+	var shared *os.File // stdout's pipe, when stderr is the same writer
+	for i, wr := range []io.Writer{cmd.Stdout, cmd.Stderr} {
+		if f, ok := wr.(*os.File); ok && f != nil {
+			st.fds = append(st.fds, int(f.Fd()))
+			continue
+		}
+		if wr == nil {
+			if err := st.devNull(); err != nil {
+				return fail(err)
+			}
+			continue
+		}
+		if i == 1 && shared != nil && same(cmd.Stdout, cmd.Stderr) {
+			st.fds = append(st.fds, int(shared.Fd()))
+			continue
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		st.far = append(st.far, w)
+		st.fds = append(st.fds, int(w.Fd()))
+		shared = w
+		st.copies.Add(1)
+		go func() {
+			defer st.copies.Done()
+			io.Copy(wr, r)
+			r.Close()
+		}()
+	}
+	return st, nil
+}
+
+// devNull adds /dev/null as the next descriptor.
+func (st *stdio) devNull() error {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	st.far = append(st.far, null)
+	st.fds = append(st.fds, int(null.Fd()))
+	return nil
+}
+
+// passed closes our copies of the descriptors the daemon now holds, so
+// the output pipes end when the command and what it started are gone.
+func (st *stdio) passed() {
+	for _, f := range st.far {
+		f.Close()
+	}
+	st.far = nil
+}
+
+// finish stops feeding stdin (a command that ended reads no more) and
+// waits until the output is copied.
+func (st *stdio) finish() {
+	st.passed()
+	if st.inW != nil {
+		st.inW.Close()
+	}
+	st.copies.Wait()
+}
+
+// same reports whether two writers are one, without comparing values of
+// a type that cannot be compared.
+func same(a, b io.Writer) bool {
+	return reflect.TypeOf(a) == reflect.TypeOf(b) && reflect.TypeOf(a).Comparable() && a == b
+}
