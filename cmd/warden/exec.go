@@ -152,10 +152,6 @@ func newTerminal() (*terminal, error) {
 
 var errNotTerminal = &exitError{code: exitWarden, err: &daemon.Error{Code: daemon.CodeInvalidInput, Message: "--tty needs a terminal on stdin; drop -t when piping"}}
 
-type errString string
-
-func (e errString) Error() string { return string(e) }
-
 func (t *terminal) size() (rows, cols uint16) {
 	ws, err := t.con.Size()
 	if err != nil {
