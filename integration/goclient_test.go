@@ -118,6 +118,15 @@ func TestGoClientExecStdio(t *testing.T) {
 		t.Errorf("stderr %q", errOut.String())
 	}
 
+	// A command that reads none of a large stdin ends the call as it ends.
+	start = time.Now()
+	if res, err := s.Exec(ctx, client.Cmd{Argv: []string{"cat", "/dev/null"}, Stdin: bytes.NewReader(in)}); err != nil || res.ExitCode != 0 {
+		t.Errorf("exec leaving stdin unread: %+v %v", res, err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("exec leaving 10 MB of stdin unread took %s", took)
+	}
+
 	var lines bytes.Buffer
 	if res, err := s.Exec(ctx, client.Cmd{Argv: []string{"wc", "-l"}, Stdin: strings.NewReader("a\nb\nc\n"), Stdout: &lines}); err != nil || res.ExitCode != 0 || strings.TrimSpace(lines.String()) != "3" {
 		t.Errorf("wc -l of a strings.Reader: %q %+v %v", lines.String(), res, err)

@@ -28,7 +28,10 @@ type Cmd struct {
 	// Stdin, Stdout and Stderr are the command's stdio; nil is /dev/null.
 	// An *os.File is passed to the command as it is, so its data never
 	// passes through this process or the daemon; any other reader or
-	// writer is copied through a pipe.
+	// writer is copied through a pipe. As with os/exec, Exec waits until
+	// the copying ends: what the command left unread of Stdin is not
+	// read, but a Read of Stdin that blocks is waited for (unless ctx
+	// ends).
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Env sets variables, NAME=VALUE; each name must be in the policy's
@@ -102,7 +105,7 @@ func (s *Session) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	defer st.finish()
+	defer func() { st.finish(ctx.Err() == nil) }()
 	conn, err := s.c.dialer().Connect(ctx, nil)
 	if err != nil {
 		return Result{}, err
@@ -194,16 +197,17 @@ func exitError(res Result) error {
 // stdio is a command's three descriptors and the copying of those that
 // are not files.
 type stdio struct {
-	fds    []int
-	far    []*os.File // passed to the daemon; closed once sent
-	inW    *os.File   // the stdin pipe's end we write
-	copies sync.WaitGroup
+	fds  []int
+	far  []*os.File // passed to the daemon; closed once sent
+	inW  *os.File   // the stdin pipe's end we write
+	in   sync.WaitGroup
+	outs sync.WaitGroup
 }
 
 func openStdio(cmd Cmd) (*stdio, error) {
 	st := &stdio{}
 	fail := func(err error) (*stdio, error) {
-		st.finish()
+		st.finish(true)
 		return nil, err
 	}
 	if f, ok := cmd.Stdin.(*os.File); ok && f != nil {
@@ -219,9 +223,9 @@ func openStdio(cmd Cmd) (*stdio, error) {
 		}
 		st.far, st.inW = append(st.far, r), w
 		st.fds = append(st.fds, int(r.Fd()))
-		st.copies.Add(1)
+		st.in.Add(1)
 		go func() {
-			defer st.copies.Done()
+			defer st.in.Done()
 			io.Copy(w, cmd.Stdin)
 			w.Close()
 		}()
@@ -249,9 +253,9 @@ func openStdio(cmd Cmd) (*stdio, error) {
 		st.far = append(st.far, w)
 		st.fds = append(st.fds, int(w.Fd()))
 		shared = w
-		st.copies.Add(1)
+		st.outs.Add(1)
 		go func() {
-			defer st.copies.Done()
+			defer st.outs.Done()
 			io.Copy(wr, r)
 			r.Close()
 		}()
@@ -280,13 +284,18 @@ func (st *stdio) passed() {
 }
 
 // finish stops feeding stdin (a command that ended reads no more) and
-// waits until the output is copied.
-func (st *stdio) finish() {
+// waits until the output is copied and, with waitIn, until the copy of
+// stdin has stopped too: it stops at once unless it waits on a Read of
+// Stdin, which a cancelled Exec does not wait for.
+func (st *stdio) finish(waitIn bool) {
 	st.passed()
 	if st.inW != nil {
 		st.inW.Close()
 	}
-	st.copies.Wait()
+	st.outs.Wait()
+	if waitIn {
+		st.in.Wait()
+	}
 }
 
 // same reports whether two writers are one, without comparing values of
