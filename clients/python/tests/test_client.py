@@ -1,0 +1,258 @@
+"""The warden Python client against a real daemon on a temporary state root."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+import unittest
+from typing import Optional
+
+import harness
+from harness import warden
+
+ROOT: Optional[harness.Root] = None
+SESSION: Optional[warden.Session] = None
+WORKSPACE = ""
+
+
+def setUpModule() -> None:
+    global ROOT, SESSION, WORKSPACE
+    ROOT = harness.Root()  # raises (the run fails) without root or a binary
+    WORKSPACE = ROOT.workspace()
+    SESSION = ROOT.client.session(policy=ROOT.policy, workspace=WORKSPACE)
+
+
+def tearDownModule() -> None:
+    if ROOT is None:
+        return
+    problems = ROOT.close()
+    if problems:
+        raise AssertionError("; ".join(problems))
+
+
+def session() -> warden.Session:
+    assert SESSION is not None
+    return SESSION
+
+
+def root() -> harness.Root:
+    assert ROOT is not None
+    return ROOT
+
+
+class RunTest(unittest.TestCase):
+    def test_echo(self) -> None:
+        r = session().run(["sh", "-c", "echo hello; echo to-stderr >&2"])
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, b"hello\n")
+        self.assertEqual(r.stderr, b"to-stderr\n")
+        self.assertEqual(r.args, ["sh", "-c", "echo hello; echo to-stderr >&2"])
+        self.assertIsNone(r.killed_by)
+        self.assertEqual(r.error, "")
+        self.assertGreater(r.duration, 0)
+        self.assertLess(r.duration, 10)
+
+    def test_command_string(self) -> None:
+        r = session().run("echo $((6 * 7)) | cat")
+        self.assertEqual(r.args, ["sh", "-c", "echo $((6 * 7)) | cat"])
+        self.assertEqual((r.returncode, r.stdout), (0, b"42\n"))
+
+    def test_exit_status_is_the_commands(self) -> None:
+        r = session().run("exit 3")
+        self.assertEqual(r.returncode, 3)
+        self.assertEqual(r.stderr, b"")
+        with self.assertRaises(warden.CalledProcessError) as cm:
+            session().run("echo out; exit 4", check=True)
+        self.assertEqual((cm.exception.returncode, cm.exception.output), (4, b"out\n"))
+        self.assertNotIsInstance(cm.exception, warden.WardenError)
+        self.assertIsInstance(cm.exception, subprocess.CalledProcessError)
+        self.assertEqual(session().run("true", check=True).returncode, 0)
+
+    def test_stdin_round_trip(self) -> None:
+        data = os.urandom(3 << 20)  # above any pipe buffer: stdin and stdout flow at once
+        r = session().run(["cat"], input=data)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(hashlib.sha256(r.stdout).hexdigest(), hashlib.sha256(data).hexdigest())
+        # No input is an empty stdin, not the caller's.
+        self.assertEqual(session().run(["cat"]).stdout, b"")
+
+    def test_large_output_byte_exact(self) -> None:
+        data = hashlib.shake_256(b"warden").digest(10 << 20)
+        with open(os.path.join(WORKSPACE, "big.bin"), "wb") as f:
+            f.write(data)
+        start = time.monotonic()
+        r = session().run(["cat", "big.bin"])
+        elapsed = time.monotonic() - start
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(r.stdout), len(data))
+        self.assertTrue(r.stdout == data, "10 MB of output came back changed")
+        self.assertLess(elapsed, 20)
+        # Both streams large at once: neither may block the other.
+        r = session().run("head -c 5000000 /dev/zero; head -c 5000000 /dev/zero >&2")
+        self.assertEqual((len(r.stdout), len(r.stderr)), (5000000, 5000000))
+
+    def test_env_and_cwd(self) -> None:
+        os.makedirs(os.path.join(WORKSPACE, "sub"), exist_ok=True)
+        r = session().run('echo "$GREETING"; pwd', env={"GREETING": "hi there"}, cwd="sub")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.decode().splitlines()
+        self.assertEqual(lines[0], "hi there")
+        self.assertTrue(lines[1].endswith("/sub"), lines[1])
+
+    def test_refused_program(self) -> None:
+        # cat is in exec.allow and runs; ls is not: 127, and warden's line.
+        self.assertEqual(session().run(["cat", "/dev/null"]).returncode, 0)
+        r = session().run(["ls", "/"])
+        self.assertEqual(r.returncode, 127)
+        self.assertEqual(r.stdout, b"")
+        self.assertIn("ls: command not found", r.error)
+        self.assertIn("exec.allow", r.error)
+        self.assertEqual(r.stderr, f"warden: {r.error}\n".encode())
+        self.assertIsNone(r.killed_by)
+        # Through a shell the shell reports it, as it would on the host.
+        r = session().run("ls /")
+        self.assertEqual(r.returncode, 127)
+        self.assertIn(b"not found", r.stderr)
+
+    def test_timeout(self) -> None:
+        start = time.monotonic()
+        r = session().run("echo started; sleep 10", timeout=0.5)
+        elapsed = time.monotonic() - start
+        self.assertEqual(r.killed_by, "timeout")
+        self.assertEqual(r.returncode, 137)
+        self.assertEqual(r.stdout, b"started\n")
+        self.assertIn("timeout", r.error)
+        self.assertIn(b"warden: killed: timeout", r.stderr)
+        self.assertGreaterEqual(r.duration, 0.5)
+        self.assertLess(elapsed, 5)
+        # The session goes on.
+        self.assertEqual(session().run("echo after").stdout, b"after\n")
+
+
+class ErrorTest(unittest.TestCase):
+    def test_unknown_session(self) -> None:
+        s = warden.Session(root().client, "no-such-session-7")
+        with self.assertRaises(warden.NoSuchSession) as cm:
+            s.run("echo never")
+        e = cm.exception
+        self.assertIsInstance(e, warden.WardenError)
+        self.assertEqual(e.code, "no_such_session")
+        self.assertIn("no such session: no-such-session-7", e.message)
+        with self.assertRaises(warden.NoSuchSession):
+            root().client.session(id="no-such-session-7")
+
+    def test_policy_refused(self) -> None:
+        with self.assertRaises(warden.PolicyRefused) as cm:
+            session().run("true", env={"NOT_ALLOWED": "x"})
+        self.assertEqual(cm.exception.code, "policy_refused")
+        self.assertIn("NOT_ALLOWED", cm.exception.message)
+        with self.assertRaises(warden.PolicyRefused):
+            session().run("true", timeout=60)  # above limits.timeout (20s)
+
+    def test_invalid_input(self) -> None:
+        with self.assertRaises(warden.InvalidInput) as cm:
+            root().client.session(policy=root().policy, workspace=root().workspace(), id="bad id!")
+        self.assertEqual(cm.exception.code, "invalid_input")
+        with self.assertRaises(warden.WardenError) as cm2:
+            root().client.session(policy=root().policy, workspace=os.path.join(root().dir, "missing"))
+        self.assertIn("not a directory", cm2.exception.message)
+
+    def test_session_exists_and_mismatch_codes(self) -> None:
+        with self.assertRaises(warden.SessionExists) as cm:
+            root().client.session(policy=root().policy, workspace=WORKSPACE, id=session().id)
+        self.assertEqual(cm.exception.code, "session_exists")
+
+    def test_unknown_code_is_a_warden_error(self) -> None:
+        e = warden._errors.error_for("a_code_of_tomorrow", "something new")
+        self.assertIs(type(e), warden.WardenError)
+        self.assertEqual((e.code, e.message), ("a_code_of_tomorrow", "something new"))
+        self.assertIs(type(warden._errors.error_for(None, "old daemon")), warden.Internal)
+
+    def test_daemon_that_cannot_start(self) -> None:
+        d = harness.traversable_tempdir("warden-pyclient-nodaemon-")
+        try:
+            c = warden.Client(root=os.path.join(d, "root"), binary="/bin/false")
+            with self.assertRaises(warden.DaemonUnavailable) as cm:
+                c.sessions()
+            self.assertEqual(cm.exception.code, "daemon_unavailable")
+            self.assertIn(os.path.join(d, "root", "daemon.log"), cm.exception.message)
+            c = warden.Client(root=os.path.join(d, "root"), binary=os.path.join(d, "no-warden"))
+            with self.assertRaises(warden.DaemonUnavailable) as cm:
+                c.sessions()
+            self.assertIn("Client(binary=PATH)", cm.exception.message)
+        finally:
+            subprocess.run(["rm", "-rf", d], check=True)
+
+
+class SessionTest(unittest.TestCase):
+    def test_removal_leaves_nothing(self) -> None:
+        client = root().client
+        ws = root().workspace()
+        with open(os.path.join(ws, "keep.txt"), "w") as f:
+            f.write("the caller's file\n")
+        with client.session(policy=root().policy, workspace=ws, id="pyclient-rm-1") as s:
+            self.assertEqual(s.id, "pyclient-rm-1")
+            self.assertIn("pyclient-rm-1", [x["id"] for x in client.sessions()])
+            self.assertEqual(s.run("cat keep.txt; echo made > made.txt").stdout, b"the caller's file\n")
+            self.assertNotEqual(root().leftovers(s.id), [], "the leftover check finds nothing even while the session lives")
+            # Joined by id, the session is the same one, and leaving its
+            # block does not remove it.
+            with client.session(id=s.id) as joined:
+                self.assertEqual(joined.run("cat made.txt").stdout, b"made\n")
+            self.assertIn(s.id, [x["id"] for x in client.sessions()])
+        self.assertNotIn("pyclient-rm-1", [x["id"] for x in client.sessions()])
+        self.assertEqual(root().leftovers("pyclient-rm-1"), [])
+        # The workspace is the caller's: kept, with what the command wrote.
+        self.assertEqual(sorted(os.listdir(ws)), ["keep.txt", "made.txt"])
+        s.remove()  # removing it again is fine
+
+    def test_session_list_empty_after_removal(self) -> None:
+        client = root().client
+        ids = [x["id"] for x in client.sessions()]
+        self.assertIn(session().id, ids)
+        info = [x for x in client.sessions() if x["id"] == session().id][0]
+        self.assertEqual(info["policy"], "pyclient-test")
+        self.assertEqual(info["workspace"], WORKSPACE)
+        self.assertEqual(info["state"], "running")
+        with client.session(policy=root().policy, workspace=root().workspace()) as other:
+            other.run("true", check=True)
+        for s in client.sessions():
+            if s["id"] != session().id:
+                warden.Session(client, s["id"]).remove()
+        session_id = session().id
+        try:
+            session().remove()
+            self.assertEqual(client.sessions(), [])
+            self.assertEqual(root().leftovers(session_id), [])
+            self.assertEqual(root().leftovers(other.id), [])
+        finally:
+            # The other tests share the module's session: give it back.
+            global SESSION
+            SESSION = client.session(policy=root().policy, workspace=WORKSPACE)
+
+
+class ExampleTest(unittest.TestCase):
+    def test_tool_loop(self) -> None:
+        example = os.path.join(harness.PACKAGE_DIR, "examples", "tool_loop.py")
+        ws = root().workspace()
+        env = dict(os.environ, WARDEN_ROOT=root().root, WARDEN_BINARY=harness.BINARY, PYTHONPATH=harness.PACKAGE_DIR)
+        p = subprocess.run([sys.executable, example, "--workspace", ws], env=env, capture_output=True, timeout=60)
+        out = p.stdout.decode()
+        self.assertEqual(p.returncode, 0, f"stdout:\n{out}\nstderr:\n{p.stderr.decode()}")
+        self.assertIn("write_file notes.txt -> wrote 3 lines", out)
+        self.assertIn("execute_command 'wc -l < notes.txt' -> exit 0: 3", out)
+        self.assertIn("read_file ../../etc/passwd -> refused: ../../etc/passwd is outside the workspace", out)
+        self.assertIn("execute_command 'cat /etc/shadow' -> exit 1:", out)
+        self.assertIn("execute_command 'curl https://example.com' -> exit 127: ", out)
+        self.assertIn("done: 6 tool calls", out)
+        with open(os.path.join(ws, "notes.txt")) as f:
+            self.assertEqual(f.read().splitlines()[0], "warden keeps the tools inside")
+        # The example's session is gone with it.
+        self.assertEqual([x["id"] for x in root().client.sessions()], [session().id])
+
+
+if __name__ == "__main__":
+    unittest.main()
