@@ -13,7 +13,7 @@ import signal
 import sys
 import tempfile
 import time
-from typing import List
+from typing import List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE_DIR = os.path.dirname(HERE)
@@ -62,6 +62,12 @@ class Root:
         with open(self.policy, "w") as f:
             f.write(POLICY)
         self.client = warden.Client(root=self.root, binary=BINARY)
+        self.ids: List[str] = []  # every session the tests made, for the leak checks
+
+    def session(self, workspace: str, id: Optional[str] = None) -> warden.Session:
+        s = self.client.session(policy=self.policy, workspace=workspace, id=id)
+        self.ids.append(s.id)
+        return s
 
     def workspace(self) -> str:
         d = os.path.join(self.dir, "ws-" + secrets.token_hex(3))
@@ -91,9 +97,18 @@ class Root:
         left += glob.glob(f"/sys/fs/cgroup/*/warden/*/{session_id}") + glob.glob(f"/sys/fs/cgroup/warden/*/{session_id}")
         return left
 
-    def mounts(self) -> List[str]:
-        with open("/proc/self/mountinfo") as f:
-            return [line.split()[4] for line in f if line.split()[4].startswith(self.dir + "/")]
+    def processes(self) -> List[int]:
+        """Processes whose mounts name this root's folder: its sandboxes'
+        agents and commands (their mounts live in their own namespaces)."""
+        pids = []
+        for p in glob.glob("/proc/[0-9]*/mountinfo"):
+            try:
+                with open(p, "rb") as f:
+                    if (self.dir + "/").encode() in f.read():
+                        pids.append(int(p.split("/")[2]))
+            except OSError:
+                continue
+        return pids
 
     def close(self) -> List[str]:
         """Remove every session, stop the daemon, and return what is left
@@ -101,7 +116,11 @@ class Root:
         problems: List[str] = []
         try:
             for s in self.client.sessions():
+                self.ids.append(s["id"])
                 warden.Session(self.client, s["id"]).remove()
+            left = self.client.sessions()
+            if left:
+                problems.append(f"sessions left after their removal: {[s['id'] for s in left]}")
         except warden.WardenError as e:
             problems.append(f"removing the sessions: {e}")
         for pid in self.daemons():
@@ -111,9 +130,13 @@ class Root:
             time.sleep(0.05)
         if self.daemons():
             problems.append(f"the daemon of {self.root} did not stop: {self.daemons()}")
-        m = self.mounts()
-        if m:
-            problems.append(f"mounts left below {self.dir}: {m}")
+        for id in sorted(set(self.ids)):
+            problems += [f"session {id}: {x} left" for x in self.leftovers(id)]
+        pids = self.processes()
+        if pids:
+            # Never delete the state of sandboxes that still run: leave
+            # the folder for whoever looks into the failure.
+            problems.append(f"processes of {self.dir}'s sandboxes are left: {pids}; the folder is kept")
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
         return problems

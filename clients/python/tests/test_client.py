@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ def setUpModule() -> None:
     global ROOT, SESSION, WORKSPACE
     ROOT = harness.Root()  # raises (the run fails) without root or a binary
     WORKSPACE = ROOT.workspace()
-    SESSION = ROOT.client.session(policy=ROOT.policy, workspace=WORKSPACE)
+    SESSION = ROOT.session(WORKSPACE)
 
 
 def tearDownModule() -> None:
@@ -193,9 +194,10 @@ class SessionTest(unittest.TestCase):
         ws = root().workspace()
         with open(os.path.join(ws, "keep.txt"), "w") as f:
             f.write("the caller's file\n")
-        with client.session(policy=root().policy, workspace=ws, id="pyclient-rm-1") as s:
-            self.assertEqual(s.id, "pyclient-rm-1")
-            self.assertIn("pyclient-rm-1", [x["id"] for x in client.sessions()])
+        sid = "pyclient-rm-" + secrets.token_hex(3)  # cgroups are named by id, host-wide
+        with root().session(ws, id=sid) as s:
+            self.assertEqual(s.id, sid)
+            self.assertIn(sid, [x["id"] for x in client.sessions()])
             self.assertEqual(s.run("cat keep.txt; echo made > made.txt").stdout, b"the caller's file\n")
             self.assertNotEqual(root().leftovers(s.id), [], "the leftover check finds nothing even while the session lives")
             # Joined by id, the session is the same one, and leaving its
@@ -203,8 +205,8 @@ class SessionTest(unittest.TestCase):
             with client.session(id=s.id) as joined:
                 self.assertEqual(joined.run("cat made.txt").stdout, b"made\n")
             self.assertIn(s.id, [x["id"] for x in client.sessions()])
-        self.assertNotIn("pyclient-rm-1", [x["id"] for x in client.sessions()])
-        self.assertEqual(root().leftovers("pyclient-rm-1"), [])
+        self.assertNotIn(sid, [x["id"] for x in client.sessions()])
+        self.assertEqual(root().leftovers(sid), [])
         # The workspace is the caller's: kept, with what the command wrote.
         self.assertEqual(sorted(os.listdir(ws)), ["keep.txt", "made.txt"])
         s.remove()  # removing it again is fine
@@ -217,7 +219,7 @@ class SessionTest(unittest.TestCase):
         self.assertEqual(info["policy"], "pyclient-test")
         self.assertEqual(info["workspace"], WORKSPACE)
         self.assertEqual(info["state"], "running")
-        with client.session(policy=root().policy, workspace=root().workspace()) as other:
+        with root().session(root().workspace()) as other:
             other.run("true", check=True)
         for s in client.sessions():
             if s["id"] != session().id:
@@ -228,10 +230,11 @@ class SessionTest(unittest.TestCase):
             self.assertEqual(client.sessions(), [])
             self.assertEqual(root().leftovers(session_id), [])
             self.assertEqual(root().leftovers(other.id), [])
+            self.assertEqual(root().processes(), [], "sandbox processes are left")
         finally:
             # The other tests share the module's session: give it back.
             global SESSION
-            SESSION = client.session(policy=root().policy, workspace=WORKSPACE)
+            SESSION = root().session(WORKSPACE)
 
 
 class ExampleTest(unittest.TestCase):
@@ -247,7 +250,8 @@ class ExampleTest(unittest.TestCase):
         self.assertIn("read_file ../../etc/passwd -> refused: ../../etc/passwd is outside the workspace", out)
         self.assertIn("execute_command 'cat /etc/shadow' -> exit 1:", out)
         self.assertIn("execute_command 'curl https://example.com' -> exit 127: ", out)
-        self.assertIn("done: 6 tool calls", out)
+        self.assertIn("done: 6 tool calls in session ", out)
+        root().ids.append(out.split("in session ")[1].split()[0])
         with open(os.path.join(ws, "notes.txt")) as f:
             self.assertEqual(f.read().splitlines()[0], "warden keeps the tools inside")
         # The example's session is gone with it.
