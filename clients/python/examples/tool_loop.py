@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from typing import Callable, Dict, List, Tuple
@@ -79,11 +80,18 @@ def main() -> int:
     ap.add_argument("--policy", default=os.path.join(HERE, "tool-loop.toml"))
     args = ap.parse_args()
     workspace = args.workspace or tempfile.mkdtemp(prefix="tool-loop-")
-    if not args.workspace:
-        os.chmod(workspace, 0o755)  # the sandbox's user must reach it
+    try:
+        if not args.workspace:
+            os.chmod(workspace, 0o755)  # the sandbox's user must reach it
+        return run(workspace, args.policy)
+    finally:
+        if not args.workspace:
+            shutil.rmtree(workspace)  # ours: made above
 
+
+def run(workspace: str, policy: str) -> int:
     client = warden.Client(binary=os.environ.get("WARDEN_BINARY", "warden"))
-    with client.session(policy=args.policy, workspace=workspace) as session:
+    with client.session(policy=policy, workspace=workspace) as session:
         tools = Tools(session, workspace)
         table: Dict[str, Callable[..., str]] = {
             "execute_command": tools.execute_command,

@@ -256,6 +256,16 @@ class ExampleTest(unittest.TestCase):
             self.assertEqual(f.read().splitlines()[0], "warden keeps the tools inside")
         # The example's session is gone with it.
         self.assertEqual([x["id"] for x in root().client.sessions()], [session().id])
+        # Without --workspace it makes a temporary one, and removes it.
+        tmp = harness.traversable_tempdir("warden-pyclient-tmp-")
+        try:
+            p = subprocess.run([sys.executable, example], env=dict(env, TMPDIR=tmp), capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+            self.assertIn(b"execute_command 'wc -l < notes.txt' -> exit 0: 3", p.stdout)
+            root().ids.append(p.stdout.decode().split("in session ")[1].split()[0])
+            self.assertEqual(os.listdir(tmp), [])
+        finally:
+            os.rmdir(tmp)
 
 
 if __name__ == "__main__":

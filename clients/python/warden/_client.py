@@ -274,7 +274,10 @@ class Session:
         env.allow lists), ``cwd`` relative to the workspace or absolute in
         the sandbox. warden's own failures raise WardenError; the command's
         exit status is ``returncode`` (``check=True`` raises
-        CalledProcessError when it is not 0)."""
+        CalledProcessError when it is not 0). A command that never started
+        (127: not in exec.allow) or that warden killed (timeout, memory
+        limit) has warden's message in ``error``, and as a last line
+        ``warden: MESSAGE`` of stderr, as ``warden exec`` prints it."""
         argv = ["sh", "-c", args] if isinstance(args, str) else [str(a) for a in args]
         if isinstance(input, str):
             raise TypeError("input must be bytes, not str (encode it)")
