@@ -21,7 +21,7 @@ TAGS       := seccomp netgo osusergo urfave_cli_no_docs
 LDFLAGS    := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -extldflags "-static"
 UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/...
 CHAOS_ROUNDS ?= 50
-APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux
+APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux mypy
 
 .PHONY: build deps test integration python-client-test chaos k8s bench lint install clean help demo ci
 
@@ -48,9 +48,10 @@ integration: build ## end-to-end tests with real containers (root)
 	@test -x $(RUNC) || $(MAKE) --no-print-directory deps
 	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) go test -count=1 -timeout 20m -tags "$(TAGS)" -skip '^TestCritest$$' -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
 
-python-client-test: build ## the Python client's tests (clients/python) against a real daemon (root)
+python-client-test: build ## the Python client's type check and tests (clients/python) against a real daemon (root)
 	@test "$$(id -u)" = 0 || { echo "make python-client-test: needs root (real sandboxes); run it with sudo" >&2; exit 1; }
-	@command -v python3 >/dev/null || { echo "make python-client-test: no python3; run \`make deps\`" >&2; exit 1; }
+	@command -v python3 >/dev/null && command -v mypy >/dev/null || { echo "make python-client-test: needs python3 and mypy; run \`make deps\`" >&2; exit 1; }
+	MYPYPATH=clients/python/tests mypy --strict --python-version 3.9 --cache-dir /tmp/warden-mypy-cache clients/python/warden clients/python/examples/tool_loop.py clients/python/tests/*.py
 	WARDEN_BINARY=$(CURDIR)/$(BIN) python3 -m unittest discover -v clients/python/tests 2>&1 | tee /tmp/warden-python-client.log; \
 	rc=$${PIPESTATUS[0]}; test $$rc = 0 || exit $$rc; \
 	grep -Eq '^Ran [1-9][0-9]* tests? in' /tmp/warden-python-client.log || { echo "make python-client-test: no test ran" >&2; exit 1; }
