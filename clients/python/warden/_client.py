@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import array
-import errno
 import json
 import os
 import secrets
@@ -307,8 +306,8 @@ class Session:
             for fd in theirs:
                 os.close(fd)
             theirs = []
+            ours = []  # _pump closes them, whatever happens
             reply, stdout, stderr = _pump(sock, stdin_w, input or b"", out_r, err_r)
-            ours = []  # _pump closed them
         finally:
             for fd in theirs + ours:
                 os.close(fd)
@@ -426,7 +425,20 @@ def _pump(
         while open_outs or not done:
             for key, _ in sel.select():
                 fd = key.fd
-                if fd == stdin_w:
+                if fd not in sel.get_map():
+                    continue  # unregistered (and maybe closed) earlier in this round
+                if key.fileobj is sock:
+                    msg = _receive(sock)
+                    if msg is None or "result" in msg or msg.get("error"):
+                        reply = msg
+                        done = True
+                        sel.unregister(sock)
+                        if stdin_w >= 0:
+                            # The command has ended: nobody reads stdin.
+                            sel.unregister(stdin_w)
+                            os.close(stdin_w)
+                            stdin_w = -1
+                elif fd == stdin_w:
                     try:
                         n = os.write(fd, view[:65536])
                         view = view[n:]
@@ -438,7 +450,7 @@ def _pump(
                         sel.unregister(fd)
                         os.close(fd)
                         stdin_w = -1
-                elif fd in outs:
+                else:
                     try:
                         chunk = os.read(fd, 1 << 16)
                     except BlockingIOError:
@@ -448,26 +460,11 @@ def _pump(
                     else:
                         sel.unregister(fd)
                         open_outs -= 1
-                else:
-                    msg = _receive(sock)
-                    if msg is None or "result" in msg or msg.get("error"):
-                        reply = msg
-                        done = True
-                        sel.unregister(sock)
-                        if stdin_w >= 0:
-                            # The command has ended: nobody reads stdin.
-                            sel.unregister(stdin_w)
-                            os.close(stdin_w)
-                            stdin_w = -1
     finally:
         sel.close()
         for fd in (stdin_w, out_r, err_r):
             if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError as e:
-                    if e.errno != errno.EBADF:
-                        raise
+                os.close(fd)
     return reply, b"".join(outs[out_r]), b"".join(outs[err_r])
 
 
