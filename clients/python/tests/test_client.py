@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -252,6 +253,28 @@ class SessionTest(unittest.TestCase):
             # The other tests share the module's session: give it back.
             global SESSION
             SESSION = root().session(WORKSPACE)
+
+
+class DaemonTest(unittest.TestCase):
+    def test_killed_daemon_is_restarted(self) -> None:
+        # kill -9 leaves a socket file nobody answers on: the next call
+        # starts a daemon again, which adopts the running session.
+        before = root().daemons()
+        self.assertEqual(len(before), 1, f"daemons of the root: {before}")
+        os.kill(before[0], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        # Gone means reaped (the client's thread waits for its daemon): a
+        # dying process loses its cmdline before its listening socket.
+        while os.path.exists(f"/proc/{before[0]}") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertFalse(os.path.exists(f"/proc/{before[0]}"), "the killed daemon was not reaped")
+        self.assertTrue(os.path.exists(os.path.join(root().root, "warden.sock")))
+        r = session().run("echo back")
+        self.assertEqual((r.returncode, r.stdout), (0, b"back\n"))
+        after = root().daemons()
+        self.assertEqual(len(after), 1)
+        self.assertNotEqual(after, before)
+        self.assertEqual(root().client.ping(), warden.PROTOCOL_VERSION)
 
 
 class ExampleTest(unittest.TestCase):
