@@ -255,6 +255,47 @@ class SessionTest(unittest.TestCase):
             SESSION = root().session(WORKSPACE)
 
 
+class InterruptTest(unittest.TestCase):
+    def test_interrupted_caller_kills_the_command(self) -> None:
+        # Ctrl-C in the caller (KeyboardInterrupt in run) closes the
+        # connection, and the daemon kills the command.
+        script = (
+            "import sys, time, warden\n"
+            "c = warden.Client(root=sys.argv[1], binary=sys.argv[2])\n"
+            "try:\n"
+            "    warden.Session(c, sys.argv[3]).run('sleep 30')\n"
+            "except KeyboardInterrupt as e:\n"
+            "    kept = e  # its traceback keeps run's frame: the close must not wait for it\n"
+            "    print('interrupted', flush=True)\n"
+            "    time.sleep(5)\n"
+        )
+        env = dict(os.environ, PYTHONPATH=harness.PACKAGE_DIR)
+        child = subprocess.Popen(
+            [sys.executable, "-c", script, root().root, harness.BINARY, session().id],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        try:
+            self.assertTrue(self._running_becomes(1), "the command never ran")
+            child.send_signal(signal.SIGINT)
+            assert child.stdout is not None
+            self.assertEqual(child.stdout.readline(), b"interrupted\n")
+            self.assertTrue(self._running_becomes(0), "the command still runs after its caller was interrupted")
+            self.assertIsNone(child.poll())  # its caller is still there: run() let go itself
+        finally:
+            child.kill()
+            child.communicate()
+        self.assertEqual(session().run("echo fine").stdout, b"fine\n")
+
+    def _running_becomes(self, n: int) -> bool:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            info = [x for x in root().client.sessions() if x["id"] == session().id]
+            if info and info[0].get("running", 0) == n:
+                return True
+            time.sleep(0.02)
+        return False
+
+
 class DaemonTest(unittest.TestCase):
     def test_killed_daemon_is_restarted(self) -> None:
         # kill -9 leaves a socket file nobody answers on: the next call
