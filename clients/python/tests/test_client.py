@@ -9,9 +9,10 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
-from typing import Optional
+from typing import List, Optional
 
 import harness
 import warden  # noqa: E402 (harness puts the package on sys.path)
@@ -198,6 +199,17 @@ class ErrorTest(unittest.TestCase):
                 c.sessions()
             self.assertEqual(cm.exception.code, "daemon_unavailable")
             self.assertIn(os.path.join(d, "root", "daemon.log"), cm.exception.message)
+            # A daemon that says why it failed: its last line is the error.
+            fake = os.path.join(d, "broken-warden")
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\necho 'warden: the configuration is broken: line 3' >&2\nexit 1\n")
+            os.chmod(fake, 0o755)
+            c = warden.Client(root=os.path.join(d, "root"), binary=fake)
+            start = time.monotonic()
+            with self.assertRaises(warden.DaemonUnavailable) as cm:
+                c.ping()
+            self.assertIn("the configuration is broken: line 3", cm.exception.message)
+            self.assertLess(time.monotonic() - start, 5)
             c = warden.Client(root=os.path.join(d, "root"), binary=os.path.join(d, "no-warden"))
             with self.assertRaises(warden.DaemonUnavailable) as cm:
                 c.sessions()
@@ -316,6 +328,36 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(len(after), 1)
         self.assertNotEqual(after, before)
         self.assertEqual(root().client.ping(), warden.PROTOCOL_VERSION)
+
+
+class RaceTest(unittest.TestCase):
+    def test_clients_racing_to_start_the_daemon(self) -> None:
+        # Clients that find no daemon at once each start one; one gets the
+        # root's lock, the others exit, and every client is served.
+        r = harness.Root()
+        try:
+            results: List[object] = []
+
+            def ping() -> None:
+                try:
+                    results.append(warden.Client(root=r.root, binary=harness.BINARY).ping())
+                except Exception as e:  # reported below
+                    results.append(e)
+
+            threads = [threading.Thread(target=ping) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            self.assertEqual(results, [warden.PROTOCOL_VERSION] * 4)
+            # The losers exit as soon as they find the lock taken.
+            deadline = time.monotonic() + 5
+            while len(r.daemons()) > 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            self.assertEqual(len(r.daemons()), 1, r.daemons())
+        finally:
+            problems = r.close()
+        self.assertEqual(problems, [])
 
 
 class ExampleTest(unittest.TestCase):

@@ -20,7 +20,9 @@ PROTOCOL_VERSION = 1
 MAX_MESSAGE = 1 << 20  # a packet is at most 1 MiB
 _SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
 _DEFAULT_ROOT = "/run/warden"
-_START_TIMEOUT = 15.0  # seconds to wait for a daemon this client started
+_START_TIMEOUT = 10.0  # seconds to wait for a daemon this client started, as the CLI
+# What a daemon that finds the root's lock taken says as it exits.
+_ALREADY_SERVED = "a warden daemon already serves this root"
 
 Argv = Union[str, Sequence[str]]
 
@@ -145,35 +147,31 @@ class Client:
         # Reap it whenever it exits, so it never lingers as a zombie.
         threading.Thread(target=proc.wait, name="warden-daemon-reaper", daemon=True).start()
         deadline = time.monotonic() + _START_TIMEOUT
+        other_serves = False
         while True:
             try:
                 return self._dial()
             except (FileNotFoundError, ConnectionRefusedError):
                 pass
-            code = proc.poll()
+            code = proc.poll() if not other_serves else None
             if code is not None:
-                # Exited: lost a race to another daemon (then the socket
-                # answers soon) or failed (then its log says why).
-                try:
-                    return self._dial()
-                except (FileNotFoundError, ConnectionRefusedError):
-                    pass
-                if time.monotonic() > deadline or not self._racing_daemon_alive():
+                last = _last_line(log_path, offset)
+                if _ALREADY_SERVED not in last:
                     raise DaemonUnavailable(
-                        f"the warden daemon exited with status {code} before it answered: "
-                        f"{_last_line(log_path, offset)} (see {log_path})"
+                        f"the warden daemon did not start (exit status {code}): {last}; see {log_path}"
                     )
+                # Another daemon holds the root (a racing client's, or one
+                # making its socket again): that is the one to wait for.
+                other_serves = True
             if time.monotonic() > deadline:
+                if other_serves:
+                    raise DaemonUnavailable(
+                        f"the warden daemon that holds {self.root} does not answer on {self.socket_path}; see {log_path}"
+                    )
                 raise DaemonUnavailable(
-                    f"the warden daemon started for {self.root} did not answer on "
-                    f"{self.socket_path} within {_START_TIMEOUT:.0f}s; see its log {log_path}"
+                    f"the warden daemon did not come up within {_START_TIMEOUT:.0f}s; see {log_path}"
                 )
-            time.sleep(0.01)
-
-    def _racing_daemon_alive(self) -> bool:
-        # Another client's daemon holds the root: it will bind the socket.
-        time.sleep(0.05)
-        return os.path.exists(self.socket_path)
+            time.sleep(0.005)
 
     def _call(self, req: Dict[str, Any]) -> Dict[str, Any]:
         """Send one request and return its one reply (raising its error)."""
