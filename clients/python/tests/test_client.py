@@ -163,9 +163,19 @@ class ErrorTest(unittest.TestCase):
         with self.assertRaises(warden.InvalidInput) as cm:
             root().client.session(policy=root().policy, workspace=root().workspace(), id="bad id!")
         self.assertEqual(cm.exception.code, "invalid_input")
-        with self.assertRaises(warden.WardenError) as cm2:
+        with self.assertRaises(warden.InvalidInput) as cm2:
             root().client.session(policy=root().policy, workspace=os.path.join(root().dir, "missing"))
         self.assertIn("not a directory", cm2.exception.message)
+        # A request above the protocol's 1 MiB is refused before it is sent.
+        with self.assertRaises(warden.InvalidInput) as cm3:
+            session().run(["sh", "-c", "touch ran", "x" * (1 << 20)])
+        self.assertIn("1 MiB", cm3.exception.message)
+        self.assertFalse(os.path.exists(os.path.join(WORKSPACE, "ran")))
+        # Just below it passes: the socket's send buffer takes one packet
+        # (in arguments of 120 KiB: the kernel takes 128 KiB at most each).
+        count = 'n=0; for a; do n=$((n + ${#a})); done; echo "$#" "$n"'
+        r = session().run(["sh", "-c", count, "sh"] + ["x" * (120 << 10)] * 8)
+        self.assertEqual((r.returncode, r.stdout), (0, b"8 983040\n"), r.stderr)
 
     def test_session_exists(self) -> None:
         with self.assertRaises(warden.SessionExists) as cm:

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._errors import CalledProcessError, DaemonUnavailable, NoSuchSession, WardenError, error_for
+from ._errors import CalledProcessError, DaemonUnavailable, InvalidInput, NoSuchSession, error_for
 
 PROTOCOL_VERSION = 1
 MAX_MESSAGE = 1 << 20  # a packet is at most 1 MiB
@@ -343,7 +343,7 @@ def _folder(name: str, path: Optional[str]) -> str:
         return ""
     path = os.path.abspath(path)
     if not os.path.isdir(path):
-        raise WardenError(f"{name} {path}: not a directory; create it first", "invalid_input")
+        raise InvalidInput(f"{name} {path}: not a directory; create it first")
     return path
 
 
@@ -352,10 +352,9 @@ def _send(sock: socket.socket, req: Dict[str, Any], fds: Sequence[int] = ()) -> 
     msg["v"] = PROTOCOL_VERSION
     data = json.dumps(msg, separators=(",", ":")).encode("utf-8")
     if len(data) > MAX_MESSAGE:
-        raise WardenError(
+        raise InvalidInput(
             f"request of {len(data)} bytes is above the protocol's 1 MiB per message; "
-            f"shorten the policy, arguments or environment",
-            "invalid_input",
+            f"shorten the policy, arguments or environment (pass large data as input)"
         )
     anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())] if fds else []
     try:
