@@ -6,6 +6,7 @@ end. The tests need root (real sandboxes) and fail, not skip, without it."""
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import secrets
 import shutil
@@ -63,6 +64,8 @@ class Root:
             f.write(POLICY)
         self.client = warden.Client(root=self.root, binary=BINARY)
         self.ids: List[str] = []  # every session the tests made, for the leak checks
+        # The root's cgroups are named by a hash of its path.
+        self.cgroup_key = hashlib.sha256(self.root.encode()).hexdigest()[:12]
 
     def session(self, workspace: str, id: Optional[str] = None) -> warden.Session:
         s = self.client.session(policy=self.policy, workspace=workspace, id=id)
@@ -94,7 +97,8 @@ class Root:
         for d in ("sessions", "containers"):
             if os.path.lexists(os.path.join(self.root, d, session_id)):
                 left.append(f"{d}/{session_id} under the root")
-        left += glob.glob(f"/sys/fs/cgroup/*/warden/*/{session_id}") + glob.glob(f"/sys/fs/cgroup/warden/*/{session_id}")
+        left += glob.glob(f"/sys/fs/cgroup/*/warden/{self.cgroup_key}/{session_id}")
+        left += glob.glob(f"/sys/fs/cgroup/warden/{self.cgroup_key}/{session_id}")
         return left
 
     def processes(self) -> List[int]:
@@ -130,6 +134,9 @@ class Root:
             time.sleep(0.05)
         if self.daemons():
             problems.append(f"the daemon of {self.root} did not stop: {self.daemons()}")
+        groups = glob.glob(f"/sys/fs/cgroup/*/warden/{self.cgroup_key}") + glob.glob(f"/sys/fs/cgroup/warden/{self.cgroup_key}")
+        if groups:
+            problems.append(f"the root's cgroup folders are left: {groups}")
         for id in sorted(set(self.ids)):
             problems += [f"session {id}: {x} left" for x in self.leftovers(id)]
         pids = self.processes()
