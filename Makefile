@@ -21,9 +21,9 @@ TAGS       := seccomp netgo osusergo urfave_cli_no_docs
 LDFLAGS    := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -extldflags "-static"
 UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/...
 CHAOS_ROUNDS ?= 50
-APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux
+APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux mypy
 
-.PHONY: build deps test integration chaos k8s bench lint install clean help demo ci
+.PHONY: build deps test integration python-client-test chaos k8s bench lint install clean help demo ci
 
 build: $(BIN) ## build bin/warden (static, cgo, seccomp)
 
@@ -47,6 +47,14 @@ integration: build ## end-to-end tests with real containers (root)
 	@test "$$(id -u)" = 0 || { echo "make integration: needs root (real containers); run it with sudo" >&2; exit 1; }
 	@test -x $(RUNC) || $(MAKE) --no-print-directory deps
 	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) go test -count=1 -timeout 20m -tags "$(TAGS)" -skip '^TestCritest$$' -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
+
+python-client-test: build ## the Python client's type check and tests (clients/python) against a real daemon (root)
+	@test "$$(id -u)" = 0 || { echo "make python-client-test: needs root (real sandboxes); run it with sudo" >&2; exit 1; }
+	@command -v python3 >/dev/null && command -v mypy >/dev/null || { echo "make python-client-test: needs python3 and mypy; run \`make deps\`" >&2; exit 1; }
+	MYPYPATH=clients/python/tests mypy --strict --python-version 3.9 --cache-dir /tmp/warden-mypy-cache clients/python/warden clients/python/examples/tool_loop.py clients/python/tests/*.py
+	WARDEN_BINARY=$(CURDIR)/$(BIN) python3 -m unittest discover -v clients/python/tests 2>&1 | tee /tmp/warden-python-client.log; \
+	rc=$${PIPESTATUS[0]}; test $$rc = 0 || exit $$rc; \
+	grep -Eq '^Ran [1-9][0-9]* tests? in' /tmp/warden-python-client.log || { echo "make python-client-test: no test ran" >&2; exit 1; }
 
 k8s: build $(CRITEST) $(CRICTL) $(K8S_BUSYBOX) ## critest $(CRI_TOOLS_VERSION) for runc, warden and warden under the baseline policy (root; UPDATE=1 rewrites docs/kubernetes.md's table)
 	@test "$$(id -u)" = 0 || { echo "make k8s: needs root (a private containerd runs real pods); run it with sudo" >&2; exit 1; }
@@ -96,7 +104,7 @@ lint: ## gofmt, go vet, staticcheck
 	@test -x $(TOOLS)/staticcheck || GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	$(TOOLS)/staticcheck -tags "$(TAGS)" ./...
 
-ci: deps build lint test integration chaos k8s ## everything CI runs, on a fresh machine (root)
+ci: deps build lint test integration python-client-test chaos k8s ## everything CI runs, on a fresh machine (root)
 
 demo: build ## bundle the web-fetch example policy and run a command in it under runc (root)
 	@test -x $(RUNC) || $(MAKE) --no-print-directory deps
