@@ -103,6 +103,19 @@ func TestInstallBaseline(t *testing.T) {
 		t.Errorf("install replaced the operator's default.toml (%q), stderr %q", got, res.Stderr)
 	}
 
+	// One that others may write is refused: its writer would choose every
+	// container's policy.
+	if err := os.Chmod(defaultToml, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	res = runWarden(t, nil, "install", "docker", "--config", daemonJSON)
+	if res.Exit != 125 || !strings.Contains(res.Stderr, "chmod go-w") {
+		t.Errorf("a world-writable default.toml: exit %d, stderr %q; want 125 and how to fix it", res.Exit, res.Stderr)
+	}
+	if err := os.Chmod(defaultToml, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	// One that does not load is refused, and the engine's file is left.
 	if err := os.WriteFile(defaultToml, []byte("name = 3\n"), 0o644); err != nil {
 		t.Fatal(err)

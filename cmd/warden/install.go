@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/oci"
@@ -146,6 +147,17 @@ const dockerConfig = "/etc/docker/daemon.json"
 // what it did, for the operator.
 func installBaseline(dryRun bool) (string, error) {
 	file := filepath.Join(defaultPolicyDir, oci.DefaultPolicyName+".toml")
+	// Whoever may write the folder or the file chooses every container's
+	// policy: both must be root's alone.
+	for _, p := range []string{"/etc/warden", defaultPolicyDir, file} {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			continue
+		}
+		if st.Uid != 0 || st.Mode&0o022 != 0 || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return "", fmt.Errorf("%s decides the policy of every container that selects none, yet it is a symlink, not root's, or writable by others (owner %d, mode %04o); make it root's and not group or other writable (chown root: %s; chmod go-w %s)", p, st.Uid, st.Mode&0o7777, p, p)
+		}
+	}
 	if _, err := os.Lstat(file); err == nil {
 		if _, err := policies.Load(file); err != nil {
 			return "", fmt.Errorf("%w; fix it, or pass --policy FILE, or --allow-unconfined to register containers without a policy", err)

@@ -74,6 +74,14 @@ func openResult(cliContext *cli.Context) (*os.File, error) {
 		if fl&unix.O_ACCMODE == unix.O_RDONLY {
 			return nil, fmt.Errorf("--result %s: descriptor %d is open for reading only; open it for writing (%d>FILE)", v, n, n)
 		}
+		// Only a file, pipe, socket or terminal the caller opened: warden's
+		// own descriptors (the Go runtime's epoll, eventfd, pidfds) are
+		// open too when it starts and must never be taken for the caller's.
+		var st unix.Stat_t
+		link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", n))
+		if unix.Fstat(n, &st) != nil || strings.HasPrefix(link, "anon_inode:") || !resultFileType(st.Mode) {
+			return nil, fmt.Errorf("--result %s: descriptor %d is not a file, pipe or socket of yours; open one for writing (%d>FILE)", v, n, n)
+		}
 		// Not to a daemon this call starts, or a sandbox's processes: a
 		// pipe's reader would wait for them to close it.
 		unix.CloseOnExec(n)
@@ -149,4 +157,14 @@ func makeResult(res *sandbox.ExecResult, err error) callResult {
 		r.Error = &resultFailure{Code: daemon.CodeOf(err), Message: err.Error()}
 	}
 	return r
+}
+
+// resultFileType reports whether a descriptor of this type can be the
+// caller's result channel.
+func resultFileType(mode uint32) bool {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG, unix.S_IFIFO, unix.S_IFSOCK, unix.S_IFCHR:
+		return true
+	}
+	return false
 }

@@ -183,12 +183,24 @@ func (c *Client) Exec(session sandbox.SessionConfig, o sandbox.ExecOptions) (san
 	// does not read would never pass it on. Once a signal was sent, what is
 	// unread may be that signal (a double Ctrl-C): later ones follow it.
 	gaveUp := make(chan unix.Signal, 1)
+	done := make(chan struct{})
+	defer close(done) // the relay ends with the call, not with the next signal
 	go func() {
 		if o.Signals == nil {
 			return
 		}
 		sent := false
-		for s := range o.Signals {
+		for {
+			var s unix.Signal
+			select {
+			case <-done:
+				return
+			case sig, ok := <-o.Signals:
+				if !ok {
+					return
+				}
+				s = sig
+			}
 			if !sent && protocol.Unread(conn) {
 				gaveUp <- s
 				conn.Close()

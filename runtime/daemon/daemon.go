@@ -414,19 +414,25 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *request, fil
 }
 
 func (d *Daemon) list() []SessionInfo {
+	// The counts under the lock; the sandboxes' states outside it, as a
+	// container being frozen may keep its state from being read a while.
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	var out []SessionInfo
+	var sessions []*daemonSession
 	for _, s := range d.sessions {
-		last := s.LastUsed()
-		state := "running"
+		out = append(out, SessionInfo{ID: s.ID, Policy: s.PolicyName, Workspace: s.Vars.WorkDir,
+			Created: s.Created, Execs: s.execs, Running: s.running, Pool: s.Pool})
+		sessions = append(sessions, s)
+	}
+	d.mu.Unlock()
+	for i, s := range sessions {
+		out[i].LastUsed = s.LastUsed().UTC()
+		out[i].State = "running"
 		if s.Frozen() {
-			state = "frozen"
+			out[i].State = "frozen"
 		} else if !s.Running() {
-			state = "stopped"
+			out[i].State = "stopped"
 		}
-		out = append(out, SessionInfo{ID: s.ID, Policy: s.PolicyName, Workspace: s.Vars.WorkDir, State: state,
-			Created: s.Created, LastUsed: last.UTC(), Execs: s.execs, Running: s.running, Pool: s.Pool})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

@@ -75,18 +75,21 @@ func (s *Session) Kill() (int, error) {
 	s.kills++
 	s.mu.Unlock()
 	frozen := s.frozen.Load()
-	// Frozen, the set cannot change under the kill: no fork, no exec.
+	// Frozen, the set cannot change under the kill: no fork, no exec. A
+	// sandbox that cannot be frozen is killed all the same, pass after
+	// pass until nothing but its agent is left.
+	paused := frozen
 	if !frozen {
-		if err := s.container.pause(); err != nil {
-			return 0, fmt.Errorf("session %s: kill: %w", s.ID, err)
-		}
+		paused = s.container.pause() == nil
 	}
 	victims, err := s.otherProcesses()
 	for _, pid := range victims {
 		unix.Kill(pid, unix.SIGKILL)
 	}
-	if rerr := s.container.resume(); rerr != nil {
-		return 0, errors.Join(err, fmt.Errorf("session %s: kill: thaw: %w", s.ID, rerr))
+	if paused {
+		if rerr := s.container.resume(); rerr != nil {
+			return 0, errors.Join(err, fmt.Errorf("session %s: kill: thaw: %w", s.ID, rerr))
+		}
 	}
 	if err != nil {
 		return 0, fmt.Errorf("session %s: kill: %w", s.ID, err)
@@ -94,6 +97,14 @@ func (s *Session) Kill() (int, error) {
 	deadline := time.Now().Add(killWait)
 	for {
 		left, err := s.otherProcesses()
+		if !paused && err == nil {
+			for _, pid := range left { // forked since the last pass
+				if !slices.Contains(victims, pid) {
+					unix.Kill(pid, unix.SIGKILL)
+					victims = append(victims, pid)
+				}
+			}
+		}
 		left = slices.DeleteFunc(left, func(pid int) bool { return !slices.Contains(victims, pid) })
 		if err == nil && len(left) == 0 {
 			break

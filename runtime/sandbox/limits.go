@@ -27,7 +27,7 @@ var rlimitTypes = map[string]int{
 func Rlimit(r specs.POSIXRlimit) (configs.Rlimit, error) {
 	t, ok := rlimitTypes[r.Type]
 	if !ok {
-		return configs.Rlimit{}, fmt.Errorf("unsupported Rlimit %s", r.Type)
+		return configs.Rlimit{}, fmt.Errorf("unsupported rlimit %s", r.Type)
 	}
 	return configs.Rlimit{Type: t, Hard: r.Hard, Soft: r.Soft}, nil
 }

@@ -64,6 +64,16 @@ class RunTest(unittest.TestCase):
         self.assertEqual(r.args, ["sh", "-c", "echo $((6 * 7)) | cat"])
         self.assertEqual((r.returncode, r.stdout), (0, b"42\n"))
 
+    def test_text_that_is_not_utf8(self) -> None:
+        # UTF-8 bytes are text; other bytes, and os.listdir's surrogate
+        # escapes of them, are refused rather than turned into another name.
+        r = session().run([b"sh", b"-c", b'echo "$0"', "caf\u00e9".encode("utf-8")])
+        self.assertEqual((r.returncode, r.stdout), (0, "caf\u00e9\n".encode("utf-8")))
+        with self.assertRaises(warden.InvalidInput):
+            session().run(["sh", "-c", "true", b"\xff".decode("utf-8", "surrogateescape")])
+        with self.assertRaises(warden.InvalidInput):
+            session().run([b"sh", b"\xff"])
+
     def test_exit_status_is_the_commands(self) -> None:
         r = session().run("exit 3")
         self.assertEqual(r.returncode, 3)

@@ -24,7 +24,7 @@ _START_TIMEOUT = 10.0  # seconds to wait for a daemon this client started, as th
 # What a daemon that finds the root's lock taken says as it exits.
 _ALREADY_SERVED = "a warden daemon already serves this root"
 
-Argv = Union[str, Sequence[str]]
+Argv = Union[str, Sequence[Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]]]
 
 
 class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
@@ -275,13 +275,15 @@ class Session:
         (127: not in exec.allow) or that warden killed (timeout, memory
         limit) has warden's message in ``error``, and as a last line
         ``warden: MESSAGE`` of stderr, as ``warden exec`` prints it."""
-        argv = ["sh", "-c", args] if isinstance(args, str) else [str(a) for a in args]
+        argv = ["sh", "-c", args] if isinstance(args, str) else [_text(a, "argument") for a in args]
         if isinstance(input, str):
             raise TypeError("input must be bytes, not str (encode it)")
         exec_req: Dict[str, Any] = {"argv": argv}
         if env:
             exec_req["env"] = [f"{k}={v}" for k, v in env.items()]
-        caller_env = [f"{k}={v}" for k, v in os.environ.items()]
+        # As the CLI does: the caller's variables that are not UTF-8 are
+        # left out (only env.allow names pass anyway).
+        caller_env = [kv for kv in (f"{k}={v}" for k, v in os.environ.items()) if _utf8(kv)]
         if caller_env:
             exec_req["callerEnv"] = caller_env
         if cwd:
@@ -347,10 +349,39 @@ def _folder(name: str, path: Optional[str]) -> str:
     return path
 
 
+def _utf8(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _text(a: Any, what: str) -> str:
+    """An argument as text: bytes must be UTF-8, paths are their str."""
+    if isinstance(a, bytes):
+        try:
+            return a.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput(f"{what} {a!r} is not valid UTF-8; warden passes arguments as UTF-8 text") from None
+    if isinstance(a, os.PathLike):
+        p = os.fspath(a)
+        return p if isinstance(p, str) else _text(p, what)
+    return str(a)
+
+
 def _send(sock: socket.socket, req: Dict[str, Any], fds: Sequence[int] = ()) -> None:
     msg = dict(req)
     msg["v"] = PROTOCOL_VERSION
-    data = json.dumps(msg, separators=(",", ":")).encode("utf-8")
+    try:
+        # Strict: a name that is not UTF-8 (os.listdir's surrogate escapes)
+        # would reach the sandbox as another name (U+FFFD), so it is refused.
+        data = json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidInput(
+            f"the request holds text that is not valid UTF-8 ({e.object[e.start:e.end]!r}); "
+            f"warden passes names and arguments as UTF-8 text: convert them"
+        ) from None
     if len(data) > MAX_MESSAGE:
         raise InvalidInput(
             f"request of {len(data)} bytes is above the protocol's 1 MiB per message; "

@@ -21,7 +21,7 @@ const MaxFDs = 4
 
 var (
 	ErrMessageTooLarge = fmt.Errorf("message larger than %d bytes: shorten the command line or its environment", MaxMessage)
-	ErrTooManyFDs      = fmt.Errorf("more than %d file descriptors in one message: Send stdin, stdout and stderr only", MaxFDs)
+	ErrTooManyFDs      = fmt.Errorf("more than %d file descriptors in one message: send stdin, stdout and stderr only", MaxFDs)
 )
 
 // Send writes v as one message with fds attached.
