@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"fmt"
 
 	"github.com/warden-sandbox/warden/runtime/internal/protocol"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
@@ -61,17 +60,5 @@ func CodeOf(err error) Code { return protocol.CodeOf(err) }
 // agent's 127 or 126); "" for one that ran, however it ended.
 func ResultCode(res sandbox.ExecResult) Code { return protocol.ResultCode(res) }
 
-// kindError is an error of a known kind whose text is its message alone,
-// as the daemon has always worded it: errors.Is (and so CodeOf) finds the
-// kind.
-type kindError struct {
-	kind error
-	err  error
-}
-
-func (e *kindError) Error() string   { return e.err.Error() }
-func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
-
-func kindf(kind error, format string, a ...any) error {
-	return &kindError{kind: kind, err: fmt.Errorf(format, a...)}
-}
+// kindf is fmt.Errorf marked as of kind (protocol.Kindf).
+func kindf(kind error, format string, a ...any) error { return protocol.Kindf(kind, format, a...) }

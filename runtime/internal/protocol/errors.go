@@ -199,3 +199,20 @@ func ResultCode(res Result) Code {
 	}
 	return ""
 }
+
+// KindError is an error of a known kind whose text is its message alone:
+// errors.Is finds the kind (policies.ErrInvalid, policies.ErrDenied, a
+// sentinel above), so callers and the daemon's codes can tell it, while
+// the text stays what people and tests read.
+type KindError struct {
+	kind error
+	err  error
+}
+
+func (e *KindError) Error() string   { return e.err.Error() }
+func (e *KindError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// Kindf is fmt.Errorf marked as of kind.
+func Kindf(kind error, format string, a ...any) error {
+	return &KindError{kind: kind, err: fmt.Errorf(format, a...)}
+}
