@@ -1,7 +1,6 @@
 package daemon
 
 import (
-
 	"github.com/warden-sandbox/warden/runtime/internal/protocol"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )

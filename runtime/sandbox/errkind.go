@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-
 	"github.com/warden-sandbox/warden/runtime/internal/protocol"
 )
 
