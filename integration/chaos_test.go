@@ -160,6 +160,13 @@ func (c *chaosRound) run() {
 	agentPick := c.rng.Uint()
 	clientAfter := time.Duration(20+c.rng.IntN(400)) * time.Millisecond
 	t.Logf("daemon kills %v; fault %s", plan, c.fault)
+	defer func() {
+		if t.Failed() { // a Fatalf too
+			// What the round's daemons said: their reaps and what failed.
+			log, _ := os.ReadFile(filepath.Join(c.r.root, "daemon.log"))
+			t.Logf("daemon.log of the round:\n%s", log)
+		}
+	}()
 
 	c.start = time.Now()
 	done := make(chan struct{})
@@ -188,11 +195,6 @@ func (c *chaosRound) run() {
 	c.recover()
 	c.stopDaemon()
 	c.checkLeftovers()
-	if t.Failed() {
-		// What the round's daemons said: their reaps and what failed.
-		log, _ := os.ReadFile(filepath.Join(c.r.root, "daemon.log"))
-		t.Logf("daemon.log of the round:\n%s", log)
-	}
 }
 
 // try runs one CLI call of the workload; a call cut off by a kill fails,

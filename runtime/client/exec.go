@@ -106,37 +106,58 @@ func (s *Session) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 		return Result{}, err
 	}
 	defer func() { st.finish(ctx.Err() == nil) }()
+	// A request no daemon read is sent again (see protocol.Unheard), for
+	// as long as a client waits for a daemon to come up. Until a daemon
+	// has answered, the descriptors stay ours to send again (finish
+	// closes them in the end).
+	deadline := time.Now().Add(protocol.ResendFor)
+	for {
+		res, unheard, err := s.execOnce(ctx, req, st)
+		if !unheard || time.Now().After(deadline) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// execOnce is one attempt of Exec; unheard says the daemon never read req.
+func (s *Session) execOnce(ctx context.Context, req protocol.Request, st *stdio) (_ Result, unheard bool, _ error) {
 	conn, err := s.c.dialer().Connect(ctx, nil)
 	if err != nil {
-		return Result{}, err
+		return Result{}, false, err
 	}
 	// Closing the connection kills the command (protocol.md): the end of
 	// ctx wakes the wait below, which returns and closes it.
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
-	err = wire.Send(conn, req, st.fds...)
-	st.passed()
-	if err != nil {
+	if err := wire.Send(conn, req, st.fds...); err != nil {
 		if ctx.Err() != nil {
-			return Result{}, ctx.Err()
+			return Result{}, false, ctx.Err()
 		}
-		return Result{}, protocol.SendError(err)
+		return Result{}, protocol.Unheard(err), protocol.SendError(err)
 	}
-	for {
+	for first := true; ; first = false {
 		var r protocol.Reply
 		files, err := wire.Receive(conn, &r)
 		wire.CloseAll(files)
+		if first && err == nil {
+			st.passed() // the daemon holds them now
+		}
 		switch {
 		case err != nil && ctx.Err() != nil:
 			conn.Close()
-			return Result{}, ctx.Err()
+			return Result{}, false, ctx.Err()
 		case err != nil:
-			return Result{}, &Error{Code: CodeDaemonUnavailable, Message: fmt.Sprintf("warden daemon: %v", err)}
+			return Result{}, first && protocol.Unheard(err), &Error{Code: CodeDaemonUnavailable, Message: fmt.Sprintf("warden daemon: %v", err)}
 		case r.Error != "":
-			return Result{}, protocol.ReplyError(r)
+			return Result{}, false, protocol.ReplyError(r)
 		case r.Result != nil:
-			return *r.Result, nil
+			return *r.Result, false, nil
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
+	"time"
 
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/internal/protocol"
@@ -156,18 +158,33 @@ func (c *Client) Exec(session sandbox.SessionConfig, o sandbox.ExecOptions) (san
 	}
 	e := execRequest{Argv: o.Argv, Env: o.Env, CallerEnv: sandbox.UTF8Env(o.CallerEnv), Cwd: o.Cwd,
 		Timeout: o.Timeout, Tty: o.Tty, Rows: o.Rows, Cols: o.Cols}
+	req := request{V: ProtocolVersion, Op: "exec", ID: session.ID, Create: create, Exec: &e}
+	// A request no daemon read is sent again (protocol.Unheard), for as
+	// long as a client waits for a daemon to come up.
+	deadline := time.Now().Add(protocol.ResendFor)
+	for {
+		res, unheard, err := c.execOnce(o, req)
+		if !unheard || time.Now().After(deadline) {
+			return res, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// execOnce is one attempt of Exec; unheard says the daemon never read req.
+func (c *Client) execOnce(o sandbox.ExecOptions, req request) (_ sandbox.ExecResult, unheard bool, _ error) {
 	conn, err := c.dialer().Connect(context.Background(), o.Signals)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return sandbox.ExecResult{}, false, err
 	}
 	defer conn.Close()
 	var fds []int
-	if !e.Tty {
+	if !req.Exec.Tty {
 		for _, f := range []*os.File{o.Stdin, o.Stdout, o.Stderr} {
 			if f == nil {
 				null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 				if err != nil {
-					return sandbox.ExecResult{}, err
+					return sandbox.ExecResult{}, false, err
 				}
 				defer null.Close()
 				f = null
@@ -175,14 +192,15 @@ func (c *Client) Exec(session sandbox.SessionConfig, o sandbox.ExecOptions) (san
 			fds = append(fds, int(f.Fd()))
 		}
 	}
-	if err := wire.Send(conn, request{V: ProtocolVersion, Op: "exec", ID: session.ID, Create: create, Exec: &e}, fds...); err != nil {
-		return sandbox.ExecResult{}, protocol.SendError(err)
+	if err := wire.Send(conn, req, fds...); err != nil {
+		return sandbox.ExecResult{}, protocol.Unheard(err), protocol.SendError(err)
 	}
 	// A signal goes to the command. The first one, if it comes while the
 	// daemon has not read the request, ends the wait instead: a daemon that
 	// does not read would never pass it on. Once a signal was sent, what is
 	// unread may be that signal (a double Ctrl-C): later ones follow it.
 	gaveUp := make(chan unix.Signal, 1)
+	var relayed atomic.Bool // a signal followed the request
 	done := make(chan struct{})
 	defer close(done) // the relay ends with the call, not with the next signal
 	go func() {
@@ -207,32 +225,34 @@ func (c *Client) Exec(session sandbox.SessionConfig, o sandbox.ExecOptions) (san
 				return
 			}
 			sent = true
+			relayed.Store(true)
 			if wire.Send(conn, control{Signal: int(s)}) != nil {
 				return
 			}
 		}
 	}()
-	for {
+	for first := true; ; first = false {
 		var r reply
 		files, err := wire.Receive(conn, &r)
 		if err != nil {
 			wire.CloseAll(files)
 			select {
 			case s := <-gaveUp:
-				return sandbox.ExecResult{}, &SignalError{Signal: s}
+				return sandbox.ExecResult{}, false, &SignalError{Signal: s}
 			default:
 			}
-			return sandbox.ExecResult{}, &Error{Code: CodeDaemonUnavailable, Message: fmt.Sprintf("warden daemon: %v", err)}
+			unheard := first && !relayed.Load() && protocol.Unheard(err)
+			return sandbox.ExecResult{}, unheard, &Error{Code: CodeDaemonUnavailable, Message: fmt.Sprintf("warden daemon: %v", err)}
 		}
 		switch {
 		case r.Error != "":
 			wire.CloseAll(files)
-			return sandbox.ExecResult{}, protocol.ReplyError(r)
+			return sandbox.ExecResult{}, false, protocol.ReplyError(r)
 		case r.Started && len(files) > 0 && o.OnTerminal != nil:
 			o.OnTerminal(files[0])
 		case r.Result != nil:
 			wire.CloseAll(files)
-			return *r.Result, nil
+			return *r.Result, false, nil
 		default:
 			wire.CloseAll(files)
 		}

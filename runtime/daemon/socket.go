@@ -187,6 +187,9 @@ func (d *Daemon) accept(ctx context.Context, ln *net.UnixListener) {
 				logrus.Warnf("refused a connection to the daemon's socket: %v", err)
 				lastRefusal = time.Now()
 			}
+			// Said, so the client does not take the reset for a daemon that
+			// died before reading (protocol.Unheard) and try again.
+			wire.Send(conn, reply{Error: "the warden daemon serves only its own user: " + err.Error(), Code: CodeDaemonUnavailable})
 			conn.Close()
 			continue
 		}

@@ -174,13 +174,22 @@ class Client:
             time.sleep(0.005)
 
     def _call(self, req: Dict[str, Any]) -> Dict[str, Any]:
-        """Send one request and return its one reply (raising its error)."""
-        sock = self._connect()
-        try:
-            _send(sock, req)
-            reply = _receive(sock)
-        finally:
-            sock.close()
+        """Send one request and return its one reply (raising its error).
+        A request no daemon read (see _Unheard) is sent again, for as long
+        as a client waits for a daemon to come up."""
+        deadline = time.monotonic() + _START_TIMEOUT
+        while True:
+            sock = self._connect()
+            try:
+                _send(sock, req)
+                reply = _receive(sock, first=True)
+                break
+            except _Unheard:
+                if time.monotonic() > deadline:
+                    raise
+            finally:
+                sock.close()
+            time.sleep(0.005)
         if reply is None:
             raise DaemonUnavailable("warden daemon: the connection closed before the reply")
         _raise_error(reply)
@@ -390,17 +399,28 @@ def _send(sock: socket.socket, req: Dict[str, Any], fds: Sequence[int] = ()) -> 
     anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())] if fds else []
     try:
         sock.sendmsg([data], anc)
+    except (ConnectionResetError, BrokenPipeError) as e:
+        raise _Unheard(f"warden daemon: send the request: {e.strerror or e}") from None
     except OSError as e:
         raise DaemonUnavailable(f"warden daemon: send the request: {e.strerror or e}") from None
 
 
-def _receive(sock: socket.socket) -> Optional[Dict[str, Any]]:
+class _Unheard(DaemonUnavailable):
+    """No daemon read the request, so sending it again runs nothing twice:
+    a unix socket closed with a message still queued resets its peer (a
+    daemon killed with the request unread, or a listening socket that
+    outlived its daemon for a moment and took the connection)."""
+
+
+def _receive(sock: socket.socket, first: bool = False) -> Optional[Dict[str, Any]]:
     """One message, or None at the end of the connection. Descriptors the
     daemon attaches (only a -t exec's terminal, which this client does not
-    ask for) are closed."""
+    ask for) are closed. A reset before the first reply raises _Unheard."""
     try:
         data, anc, flags, _ = sock.recvmsg(MAX_MESSAGE + 1, socket.CMSG_SPACE(4 * 4))
     except ConnectionResetError:
+        if first:
+            raise _Unheard("warden daemon: the connection was reset before the daemon read the request") from None
         return None
     except OSError as e:
         raise DaemonUnavailable(f"warden daemon: read the reply: {e.strerror or e}") from None

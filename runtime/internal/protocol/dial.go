@@ -166,35 +166,66 @@ func (c *Dialer) Connect(ctx context.Context, signals <-chan unix.Signal) (*net.
 }
 
 // Call sends one request and returns the reply; the end of ctx abandons
-// the wait.
+// the wait. A request no daemon read (see Unheard) is sent again, to the
+// daemon that serves the root next.
 func (c *Dialer) Call(ctx context.Context, req Request) (Reply, error) {
+	req.V = Version
+	deadline := time.Now().Add(ResendFor)
+	for {
+		r, unheard, err := c.call(ctx, req)
+		if !unheard || time.Now().After(deadline) {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return Reply{}, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// call is one attempt of Call; unheard says the daemon never read req.
+func (c *Dialer) call(ctx context.Context, req Request) (r Reply, unheard bool, err error) {
 	conn, err := c.Connect(ctx, nil)
 	if err != nil {
-		return Reply{}, err
+		return Reply{}, false, err
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
-	req.V = Version
 	if err := wire.Send(conn, req); err != nil {
 		if ctx.Err() != nil {
-			return Reply{}, ctx.Err()
+			return Reply{}, false, ctx.Err()
 		}
-		return Reply{}, SendError(err)
+		return Reply{}, Unheard(err), SendError(err)
 	}
-	var r Reply
 	files, err := wire.Receive(conn, &r)
 	wire.CloseAll(files)
 	if err != nil {
 		if ctx.Err() != nil {
-			return Reply{}, ctx.Err()
+			return Reply{}, false, ctx.Err()
 		}
-		return Reply{}, &Error{Code: CodeDaemonUnavailable, Message: fmt.Sprintf("warden daemon: %v", err)}
+		return Reply{}, Unheard(err), &Error{Code: CodeDaemonUnavailable, Message: fmt.Sprintf("warden daemon: %v", err)}
 	}
 	if r.Error != "" {
-		return r, ReplyError(r)
+		return r, false, ReplyError(r)
 	}
-	return r, nil
+	return r, false, nil
+}
+
+// ResendFor bounds how long a client sends a request again that no daemon
+// read: as long as it waits for a daemon to come up.
+const ResendFor = 10 * time.Second
+
+// Unheard reports whether err, from sending a request or from reading its
+// first reply, says that no daemon read the request, so that sending it
+// again cannot run anything twice. A unix socket closed with a message
+// still queued resets its peer: a daemon killed with the request unread,
+// or a listening socket that outlived its daemon for a moment (a child it
+// was starting held a copy until its exec) and took the connection into
+// its backlog.
+func Unheard(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // ReplyError is the typed error of an error reply; a daemon that gives no
