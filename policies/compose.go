@@ -55,6 +55,10 @@ func compose(op string, ps []*Policy, union bool) (*Policy, error) {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	out.Limits = composeLimits(ps, union)
+	// Merged or cut, a sandbox keeps the strongest isolation asked for.
+	for _, p := range ps {
+		out.Sandbox.Engine = Strongest(out.Sandbox.Engine, p.Sandbox.Engine)
+	}
 	out.Omitted = composeOmitted(ps)
 	return out, nil
 }

@@ -63,6 +63,9 @@ func (p *Policy) TOML() ([]byte, error) {
 	fmt.Fprintf(&b, "cpu = %s\n", formatCPU(p.Limits.CPU))
 	fmt.Fprintf(&b, "timeout = %s\n", tomlQuote(formatDuration(p.Limits.Timeout)))
 	fmt.Fprintf(&b, "idle = %s\n", tomlQuote(formatDuration(p.Limits.Idle)))
+	if e := p.Sandbox.Engine; e != "" && e != EngineContainer {
+		fmt.Fprintf(&b, "\n[sandbox]\nengine = %s\n", tomlQuote(string(e)))
+	}
 
 	if _, err := Parse("policy "+p.Name, b.Bytes()); err != nil {
 		return nil, fmt.Errorf("encode policy: %w", err)

@@ -45,7 +45,7 @@ func Parse(filename string, data []byte) (*Policy, error) {
 // library matches struct fields case-insensitively and Undecoded would then
 // miss "NAME" or "fs.READ", so keys are checked here against this list.
 var (
-	topKeys    = []string{"name", "description", "fs", "exec", "network", "env", "limits"}
+	topKeys    = []string{"name", "description", "fs", "exec", "network", "env", "limits", "sandbox"}
 	fsKeys     = []string{"read", "write", "deny"}
 	execKeys   = []string{"allow", "workspace"}
 	netKeys    = []string{"allow"}
@@ -122,7 +122,7 @@ func decode(file string, root *node) (*Policy, error) {
 		*omitted = t.get(key) == nil
 	}
 	p.Omitted.Memory, p.Omitted.Pids, p.Omitted.CPU, p.Omitted.Timeout, p.Omitted.Idle = true, true, true, true, true
-	steps := []func(*decoder, *table, *Policy) error{decodeName, decodeFS, decodeExec, decodeNetwork, decodeEnv, decodeLimits}
+	steps := []func(*decoder, *table, *Policy) error{decodeName, decodeFS, decodeExec, decodeNetwork, decodeEnv, decodeLimits, decodeSandbox}
 	for _, step := range steps {
 		if err := step(d, t, p); err != nil {
 			return nil, err

@@ -17,6 +17,7 @@ type Policy struct {
 	Network     Network
 	Env         Env
 	Limits      Limits
+	Sandbox     Sandbox
 	// Omitted is what the policy's file left out; Parse sets it. Only
 	// Intersect reads it: a ceiling cuts nothing in a section or a limit
 	// it leaves out. TOML does not keep it (the canonical form writes

@@ -1,6 +1,7 @@
 // The sandbox agent: the PID 1 of every session's sandbox, started as
 //
 //	warden agent [--exec-allow PATHS] [--writable PATHS] [--exec-dirs PATHS] [--hidden-programs FILE] [--pooled]
+//	warden agent --gvisor --listen PATH [--rlimits ...]
 //
 // It runs from a constructor and never returns to Go: one thread, a few
 // hundred KiB, where a Go runtime held over 2 MiB and nine threads (each
@@ -12,6 +13,14 @@
 // caller's stdin, stdout and stderr as SCM_RIGHTS) in a session of its
 // own, so its whole process group can be signalled. One epoll loop serves
 // the listener, every connection, and a signalfd for SIGCHLD.
+//
+// Under gVisor (--gvisor) there is no Landlock and no listener to
+// inherit: the agent binds its socket at --listen, on a folder the host
+// shares (runsc --host-uds=create makes it reachable from the host), and
+// removes that name as soon as the first connection comes, which can only
+// be the host's (the agent has started nothing yet): the host reaches the
+// socket through a link of its own, and nothing in the sandbox finds it.
+// gVisor's file view, not Landlock, holds exec.allow there.
 
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,6 +40,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -679,6 +689,8 @@ static struct agent {
 	int broken;               /* a Landlock step failed: no command runs */
 	struct buf why;           /* what failed */
 	struct conn *conns;
+	int gvisor;          /* --gvisor: no Landlock, the file view is the wall */
+	const char *listen;  /* --listen: the socket's name, until the host connects */
 	int accept_paused; /* out of descriptors: the listener is not watched */
 	long long paused_at; /* when, in ms of CLOCK_MONOTONIC */
 } agent = {.landlock = {.fd = -1}};
@@ -706,6 +718,8 @@ static void fail_landlock(const char *why)
  * system's other programs), done before a claim rather than in it. */
 static void prepare(void)
 {
+	if (agent.gvisor)
+		return;
 	struct rules rules = {0};
 	struct buf err = {0};
 	agent.prepared_for = landlock_split_fingerprint(agent.cfg.hidden.v, agent.cfg.hidden.n);
@@ -728,6 +742,10 @@ static int seal(struct event *ev)
 {
 	if (agent.sealed)
 		return 0;
+	if (agent.gvisor) {
+		agent.sealed = 1;
+		return 0;
+	}
 	if (!agent.broken &&
 	    landlock_split_fingerprint(agent.cfg.hidden.v, agent.cfg.hidden.n) != agent.prepared_for) {
 		if (agent.landlock.fd >= 0)
@@ -1003,6 +1021,10 @@ static void accept_all(int listener)
 		c->reading = 1;
 		c->next = agent.conns;
 		agent.conns = c;
+		if (agent.listen) {
+			unlink(agent.listen);
+			agent.listen = NULL;
+		}
 	}
 }
 
@@ -1061,8 +1083,12 @@ static void parse_flags(int argc, char **argv)
 			cfg->pooled = !value || !strcmp(value, "true") || !strcmp(value, "1");
 			continue;
 		}
+		if (!strcmp(name, "gvisor") && !value) {
+			agent.gvisor = 1;
+			continue;
+		}
 		if (strcmp(name, "exec-allow") && strcmp(name, "writable") && strcmp(name, "exec-dirs") &&
-		    strcmp(name, "hidden-programs") && strcmp(name, "rlimits"))
+		    strcmp(name, "hidden-programs") && strcmp(name, "rlimits") && strcmp(name, "listen"))
 			fatal("agent: flag provided but not defined", argv[i]);
 		if (!value && ++i >= argc)
 			fatal("agent: flag needs an argument", name);
@@ -1080,6 +1106,8 @@ static void parse_flags(int argc, char **argv)
 			split(&cfg->exec_dirs, value);
 		} else if (!strcmp(name, "rlimits")) {
 			set_rlimits(value);
+		} else if (!strcmp(name, "listen")) {
+			agent.listen = value;
 		} else {
 			hidden = value;
 		}
@@ -1109,6 +1137,24 @@ static void parse_flags(int argc, char **argv)
 	}
 	if (cfg->allow.failed || cfg->writable.failed || cfg->exec_dirs.failed || cfg->hidden.failed)
 		fatal("agent", "out of memory");
+	if (agent.listen && !agent.gvisor)
+		fatal("agent: --listen is for --gvisor, where no listener can be passed in", NULL);
+	if (agent.gvisor && !agent.listen)
+		fatal("agent: --gvisor needs --listen PATH", NULL);
+}
+
+/* listen_at binds the agent's socket at path and makes it LISTENER_FD. */
+static void listen_at(const char *path)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof a.sun_path)
+		fatal("agent: --listen path is too long", path);
+	strcpy(a.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 128) < 0)
+		fatal("agent: listen", strerror(errno));
+	if (fd != LISTENER_FD && (dup3(fd, LISTENER_FD, O_CLOEXEC) < 0 || close(fd) < 0))
+		fatal("agent: listen", strerror(errno));
 }
 
 static void run(int argc, char **argv)
@@ -1121,6 +1167,8 @@ static void run(int argc, char **argv)
 	 * execve makes each command dumpable again. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		fatal("agent: prctl(PR_SET_DUMPABLE)", strerror(errno));
+	if (agent.listen)
+		listen_at(agent.listen);
 	int domain = 0;
 	socklen_t dlen = sizeof domain;
 	if (fcntl(LISTENER_FD, F_SETFD, FD_CLOEXEC) < 0 ||

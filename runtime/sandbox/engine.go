@@ -10,16 +10,22 @@ import (
 
 // An engine runs the containers sandboxes live in. Sessions, pooled
 // containers, `warden do` and the Go API reach their containers only
-// through one: libcontainer in this process today (containerEngine, in
-// engine_container.go); another isolation engine adds an implementation
-// of these two interfaces, not branches in the callers.
+// through one: libcontainer in this process (containerEngine, in
+// engine_container.go) or runsc (gvisorEngine, engine_gvisor.go); an
+// engine is an implementation of these two interfaces, not branches in
+// the callers.
 type engine interface {
 	// start creates a container from a complete spec and starts its
-	// init process (warden's agent). Every bind mount's source must be
-	// what the spec named when the container started.
+	// init process (warden's agent), reachable at req.socket. Every bind
+	// mount's source must be what the spec named when the container
+	// started.
 	start(req startRequest) (container, error)
 	// load finds a container the engine started, running or not.
 	load(id string) (container, error)
+	// lateBinds reports whether folders can be bound into a running
+	// container (pools, and the session folders of a cold start); an
+	// engine that cannot starts every container with all its mounts.
+	lateBinds() bool
 }
 
 // startRequest is one container to start.
@@ -27,8 +33,21 @@ type startRequest struct {
 	id        string
 	spec      *specs.Spec // its root at spec.Root.Path
 	bundleDir string      // the sandbox's own files: binds from here are warden's
-	files     []*os.File  // the init's descriptors from 3 on
+	socket    string      // where the host reaches the agent: a path in the sandbox's state folder
 	log       *os.File    // the init's stdout and stderr
+}
+
+// engines is every engine of a runtime; it loads a container from the
+// engine that started it.
+type engines struct {
+	container, gvisor engine
+}
+
+func (e engines) load(id string) (container, error) {
+	if c, err := e.gvisor.load(id); err == nil {
+		return c, nil
+	}
+	return e.container.load(id)
 }
 
 // A container is a started sandbox's container, as its engine sees it.

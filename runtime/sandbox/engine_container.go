@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,8 +25,23 @@ type containerEngine struct {
 	rt *Runtime
 }
 
+func (e *containerEngine) lateBinds() bool { return true }
+
+// start hands the agent a listening socket whose file exists only on the
+// host.
 func (e *containerEngine) start(req startRequest) (container, error) {
 	sp := req.spec
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: req.socket, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	lf, err := ln.File()
+	ln.Close()
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
 	owner, err := startUsernsOwner(e.rt.Binary, sp)
 	if err != nil {
 		return nil, err
@@ -50,7 +66,7 @@ func (e *containerEngine) start(req startRequest) (container, error) {
 		return nil, fmt.Errorf("create container: %w", err)
 	}
 	p := initProcess(sp.Process)
-	p.ExtraFiles = req.files
+	p.ExtraFiles = []*os.File{lf}
 	p.Stdout, p.Stderr = req.log, req.log
 	if err := c.Run(p); err != nil {
 		c.Destroy() // a failed start leaves state and cgroups behind otherwise

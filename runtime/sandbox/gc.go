@@ -95,15 +95,31 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 	}
 	rt.RemoveRootCgroups()
 	removed = append(removed, rt.GCLeases(live)...)
+	inUse := rt.viewsInUse()
 	mounts := hostfs.MountsUnder(rt.Root)
 	slices.Reverse(mounts) // deepest first
 	for _, info := range mounts {
 		m := info.Mountpoint
+		if inUse[m] {
+			continue
+		}
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
 			continue
 		}
 		removed = append(removed, "mount "+m)
+	}
+	views, _ := os.ReadDir(rt.viewsDir())
+	for _, e := range views {
+		dir := filepath.Join(rt.viewsDir(), e.Name())
+		if inUse[filepath.Join(dir, "view")] || isMountpoint(filepath.Join(dir, "view")) || !onlyWardens(dir, "hidden", "view") {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, "view "+dir)
 	}
 	return removed, errors.Join(errs...)
 }

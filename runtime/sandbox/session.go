@@ -50,7 +50,9 @@ type Runtime struct {
 	// owns must not be one of those under way. See Changing, Collecting.
 	gcMu sync.RWMutex
 
-	engine engine // runs the sandboxes' containers; see engine.go
+	// The engines that run the sandboxes' containers; see engine.go.
+	container, gvisor engine
+	engine            engines // loads a container from its engine
 }
 
 // Changing marks a create, claim or pool start under way until the
@@ -84,7 +86,8 @@ func New(root, binary string) (*Runtime, error) {
 		return nil, errors.New("this program was built without seccomp support and would fail every sandbox: build it with cgo and `-tags seccomp` (libseccomp-dev installed), as `make build` builds warden")
 	}
 	rt := &Runtime{Root: root, Binary: binary}
-	rt.engine = &containerEngine{rt: rt}
+	rt.container, rt.gvisor = &containerEngine{rt: rt}, &gvisorEngine{rt: rt}
+	rt.engine = engines{container: rt.container, gvisor: rt.gvisor}
 	for _, d := range rt.stateDirs() {
 		if err := CheckTraversable(d); err != nil {
 			return nil, err
@@ -213,6 +216,9 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 	if cfg.Policy, err = cfg.Policy.Checked(); err != nil {
 		return nil, err
 	}
+	if err := checkEngine(cfg.Policy); err != nil {
+		return nil, err
+	}
 	leased := cfg.Identity == (spec.Identity{})
 	if leased {
 		cfg.Identity = spec.DefaultIdentity
@@ -279,20 +285,31 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 	// spec costs libcontainer a helper process per start, a late bind
 	// next to nothing. It also makes a cold session and a claimed one the
 	// same sandbox by construction.
-	early, late := splitLate(b.Spec.Mounts)
-	sp, proc := *b.Spec, *b.Spec.Process
-	sp.Mounts, sp.Process = early, &proc
-	proc.Args = append(slices.Clone(proc.Args), "--pooled")
-	if err := rt.startContainer(s, &sp, bundleDir); err != nil {
-		return nil, err
-	}
-	mntns, err := mountNamespace(s.container)
-	if err != nil {
-		return nil, err
-	}
-	defer mntns.Close()
-	if err := rt.bindSession(s, int(mntns.Fd()), late); err != nil {
-		return nil, err
+	if !rt.engineFor(cfg.Policy).lateBinds() {
+		// An engine that cannot bind later starts with every mount.
+		sp := *b.Spec
+		if err := rt.startContainer(s, &sp, bundleDir); err != nil {
+			return nil, err
+		}
+		if err := rt.bindSession(s, -1, nil); err != nil {
+			return nil, err
+		}
+	} else {
+		early, late := splitLate(b.Spec.Mounts)
+		sp, proc := *b.Spec, *b.Spec.Process
+		sp.Mounts, sp.Process = early, &proc
+		proc.Args = append(slices.Clone(proc.Args), "--pooled")
+		if err := rt.startContainer(s, &sp, bundleDir); err != nil {
+			return nil, err
+		}
+		mntns, err := mountNamespace(s.container)
+		if err != nil {
+			return nil, err
+		}
+		defer mntns.Close()
+		if err := rt.bindSession(s, int(mntns.Fd()), late); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -403,26 +420,15 @@ func (s *Session) dir() string {
 }
 
 // startContainer creates the session's container and starts the agent in
-// it, handing it a listening socket whose file exists only on the host.
+// it, under the engine the session's policy asks for.
 func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) error {
 	sp.Root.Path = filepath.Join(bundleDir, "rootfs")
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: s.socketPath(), Net: "unixpacket"})
-	if err != nil {
-		return fmt.Errorf("agent socket: %w", err)
-	}
-	ln.SetUnlinkOnClose(false)
-	lf, err := ln.File()
-	ln.Close()
-	if err != nil {
-		return err
-	}
-	defer lf.Close()
 	logFile, err := os.OpenFile(filepath.Join(s.dir(), "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
-	c, err := rt.engine.start(startRequest{id: s.ContainerID(), spec: sp, bundleDir: bundleDir, files: []*os.File{lf}, log: logFile})
+	c, err := rt.engineFor(s.policy).start(startRequest{id: s.ContainerID(), spec: sp, bundleDir: bundleDir, socket: s.socketPath(), log: logFile})
 	if err != nil {
 		return err
 	}
@@ -733,7 +739,17 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 		defer restoreTerminals(fds)()
 		openablePipes(fds)
 	}
+	var relay *stdioRelay
+	if _, gvisor := s.container.(*gvisorContainer); gvisor && !o.Tty {
+		if fds, relay, err = relayFiles(fds); err != nil {
+			return ExecResult{}, err
+		}
+		defer relay.finish(relayDrain)
+	}
 	conn, kills, err := s.send(req, fds)
+	if relay != nil {
+		relay.sent()
+	}
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -962,17 +978,29 @@ func openablePipes(fds []int) {
 // returns what sets them back. A command given the caller's terminal as
 // its stdio (no -t) can turn off its echo or make it raw, and that would
 // outlive the command. (Not the window size: the user may resize it
-// meanwhile.)
+// meanwhile.) And their non-blocking flag, which gVisor sets.
 func restoreTerminals(fds []int) func() {
 	saved := map[int]*unix.Termios{}
+	flags := map[int]int{}
 	for _, fd := range fds {
 		if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
 			saved[fd] = t
+		}
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+			flags[fd] = fl
 		}
 	}
 	return func() {
 		for fd, t := range saved {
 			unix.IoctlSetTermios(fd, unix.TCSETS, t)
+		}
+		// gVisor makes the descriptors it is given non-blocking, and the
+		// flag belongs to the caller's open file (its terminal, its
+		// pipe): its own writes would fail with EAGAIN afterwards.
+		for fd, fl := range flags {
+			if now, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil && now&unix.O_NONBLOCK != fl&unix.O_NONBLOCK {
+				unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl)
+			}
 		}
 	}
 }

@@ -1,0 +1,451 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/internal/wire"
+	"github.com/warden-sandbox/warden/spec"
+)
+
+// gvisorEngine runs sandboxes under gVisor: runsc, a separate program
+// (never linked), with its state under the root's runsc folder. The
+// sandbox's processes run on gVisor's application kernel; the host's
+// kernel sees only runsc's sentry and gofer.
+//
+// What differs from the container engine, and why:
+//   - No listener can be passed in (runsc queues its connections where the
+//     agent never sees them): the agent binds its socket on a folder the
+//     host shares (--host-uds=create), the host links it into the
+//     session's folder and the agent removes the shared name at the
+//     first connection (runtime/agent/agent.c).
+//   - No late binds into a running sandbox: every mount is in the spec.
+//   - No Landlock: exec.allow is held by the file view. Programs the list
+//     does not allow are whited out of an overlay of each exec-capable
+//     system folder (programViews), so they are not there to be run,
+//     read, mapped or copied; writable mounts are noexec, which gVisor
+//     enforces for execve and for mmap(PROT_EXEC).
+//   - No network but none yet (--network=none).
+type gvisorEngine struct {
+	rt *Runtime
+}
+
+// runsc's flags for every call. --host-uds=create lets a socket bound
+// inside on a shared folder be reached from the host, never the reverse
+// (open/all would let the sandbox connect to host sockets in its grants).
+// The sidecar flag keeps this runsc build's embedded fallback, the only
+// one a module build has (ENVIRONMENT: the sidecars cannot be built).
+func (e *gvisorEngine) globalArgs() []string {
+	return []string{
+		"--root", e.stateDir(),
+		"--network=none",
+		"--host-uds=create",
+		"--overlay2=none",
+		"--sidecar-usage-policy=LEGACY_DEPRECATED_SLOW_EMBEDDED_FALLBACK",
+	}
+}
+
+func (e *gvisorEngine) stateDir() string { return filepath.Join(e.rt.Root, "runsc") }
+
+// gvisorAgentDir is where the agent binds its socket, in the sandbox.
+const gvisorAgentDir = "/.warden/agent"
+
+// gvisorStartTimeout bounds a runsc create or start: one in a hundred
+// cold starts was seen to hang spinning a CPU.
+const gvisorStartTimeout = 30 * time.Second
+
+// Runsc finds runsc: $WARDEN_RUNSC, else runsc on PATH, else tools/runsc
+// beside warden's binary (where `make deps` puts it).
+func (rt *Runtime) Runsc() (string, error) {
+	if p := os.Getenv("WARDEN_RUNSC"); p != "" {
+		return p, nil
+	}
+	if p, err := exec.LookPath("runsc"); err == nil {
+		return p, nil
+	}
+	beside := filepath.Join(filepath.Dir(rt.Binary), "tools", "runsc")
+	if _, err := os.Stat(beside); err == nil {
+		return beside, nil
+	}
+	return "", errors.New("engine gvisor needs runsc, which is not installed: run `make deps` in warden's source folder (it builds the pinned runsc into bin/tools), or put runsc on PATH, or set WARDEN_RUNSC")
+}
+
+func (e *gvisorEngine) runsc(ctx context.Context, args ...string) *exec.Cmd {
+	bin, _ := e.rt.Runsc()
+	cmd := exec.CommandContext(ctx, bin, append(e.globalArgs(), args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	return cmd
+}
+
+// run runs one runsc command and returns its output; a failure carries
+// runsc's last line.
+func (e *gvisorEngine) run(timeout time.Duration, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var out, errOut strings.Builder
+	cmd := e.runsc(ctx, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("runsc %s did not finish within %s", args[0], timeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runsc %s: %s", args[0], lastLine(errOut.String(), err))
+	}
+	return []byte(out.String()), nil
+}
+
+func lastLine(text string, err error) string {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	if l := strings.TrimSpace(lines[len(lines)-1]); l != "" {
+		return l
+	}
+	return err.Error()
+}
+
+func (e *gvisorEngine) lateBinds() bool { return false }
+
+func (e *gvisorEngine) start(req startRequest) (container, error) {
+	if _, err := e.rt.Runsc(); err != nil {
+		return nil, err
+	}
+	sp, err := e.sandboxSpec(req)
+	if err != nil {
+		return nil, err
+	}
+	// The folder the agent binds its socket on: the sandbox's root owns
+	// it, nobody else on the host may enter it.
+	share := filepath.Join(filepath.Dir(req.socket), "agent")
+	if err := os.Mkdir(share, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Chown(share, int(sp.Linux.UIDMappings[0].HostID), int(sp.Linux.GIDMappings[0].HostID)); err != nil {
+		return nil, err
+	}
+	sp.Mounts = append(sp.Mounts, specs.Mount{Destination: gvisorAgentDir, Type: "bind", Source: share,
+		Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+	if err := os.MkdirAll(filepath.Join(sp.Root.Path, gvisorAgentDir), 0o755); err != nil {
+		return nil, err
+	}
+	bundle := filepath.Join(filepath.Dir(req.socket), "gvisor")
+	if err := os.MkdirAll(bundle, 0o700); err != nil {
+		return nil, err
+	}
+	data, err := json.MarshalIndent(sp, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o600); err != nil {
+		return nil, err
+	}
+	c := &gvisorContainer{e: e, id: req.id}
+	fail := func(err error) (container, error) {
+		c.destroy()
+		return nil, err
+	}
+	// The agent's stdout and stderr are runsc create's: the log file.
+	ctx, cancel := context.WithTimeout(context.Background(), gvisorStartTimeout)
+	defer cancel()
+	var offset int64
+	if fi, err := req.log.Stat(); err == nil {
+		offset = fi.Size()
+	}
+	create := e.runsc(ctx, "create", "--bundle", bundle, req.id)
+	create.Stdout, create.Stderr = req.log, req.log
+	if err := create.Run(); err != nil {
+		if ctx.Err() != nil {
+			return fail(fmt.Errorf("start sandbox: runsc create did not finish within %s; it was killed", gvisorStartTimeout))
+		}
+		return fail(fmt.Errorf("start sandbox: runsc create: %s", logTail(req.log, offset, err)))
+	}
+	if _, err := e.run(gvisorStartTimeout, "start", req.id); err != nil {
+		return fail(fmt.Errorf("start sandbox: %w", err))
+	}
+	if err := c.record(); err != nil {
+		return fail(err)
+	}
+	// The agent binds its socket as it starts; the host's name for it is
+	// a link in the session's folder, which the sandbox cannot see.
+	shared := filepath.Join(share, "agent.sock")
+	for deadline := time.Now().Add(gvisorStartTimeout); ; time.Sleep(2 * time.Millisecond) {
+		if err := os.Link(shared, req.socket); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fail(fmt.Errorf("agent socket: %w", err))
+		}
+		if st, err := c.status(); err != nil || st != running {
+			return fail(fmt.Errorf("start sandbox: the agent ended before it listened: %s", logTail(req.log, offset, err)))
+		}
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("start sandbox: the agent did not listen within %s", gvisorStartTimeout))
+		}
+	}
+	// A first connection makes the agent remove the shared name; then the
+	// folder is the host's again, so nothing in the sandbox can write to
+	// it (it is on the state root's file system) or bind a socket there.
+	conn, err := wire.DialPacket(req.socket)
+	if err != nil {
+		return fail(fmt.Errorf("agent socket: %w", err))
+	}
+	conn.Close()
+	for deadline := time.Now().Add(gvisorStartTimeout); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Lstat(shared); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("start sandbox: the agent did not take its first connection within %s", gvisorStartTimeout))
+		}
+	}
+	if err := os.Chown(share, 0, 0); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// logTail is the last line written to log since offset, or err's text.
+func logTail(log *os.File, offset int64, err error) string {
+	f, oerr := os.Open(log.Name())
+	if oerr == nil {
+		defer f.Close()
+		data, _ := io.ReadAll(io.NewSectionReader(f, offset, 64<<10))
+		if text := strings.TrimSpace(string(data)); text != "" {
+			return lastLine(text, err)
+		}
+	}
+	if err == nil {
+		return "no output"
+	}
+	return err.Error()
+}
+
+// sandboxSpec is req's spec as runsc runs it: the agent listens on the
+// shared folder instead of an inherited socket and leaves the walls
+// Landlock would build to the file view; exec-capable system folders show
+// only the programs exec.allow allows.
+func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, error) {
+	sp := *req.spec
+	proc := *sp.Process
+	sp.Process = &proc
+	args := []string{spec.AgentPath, "agent", "--gvisor", "--listen", gvisorAgentDir + "/agent.sock"}
+	for i := 2; i < len(proc.Args); i++ {
+		switch a := proc.Args[i]; a {
+		case "--exec-allow": // kept: the agent's own check, for its messages
+			if i+1 < len(proc.Args) {
+				args = append(args, a, proc.Args[i+1])
+				i++
+			}
+		case "--rlimits":
+			// gVisor refuses to set the limits of queues its own kernel
+			// keeps (pending signals, POSIX message queues): none of them
+			// is a host resource.
+			if i+1 < len(proc.Args) {
+				var kept []string
+				for _, l := range strings.Split(proc.Args[i+1], ",") {
+					if !strings.HasPrefix(l, "sigpending=") && !strings.HasPrefix(l, "msgqueue=") {
+						kept = append(kept, l)
+					}
+				}
+				args = append(args, a, strings.Join(kept, ","))
+				i++
+			}
+		case "--writable", "--hidden-programs", "--exec-dirs": // Landlock's
+			i++
+		}
+	}
+	proc.Args = args
+	sp.Mounts = slices.Clone(sp.Mounts)
+	if allow := sp.Annotations[spec.AnnotationExecAllow]; allow != "*" {
+		if err := e.rt.programViews(&sp, strings.Split(allow, ":")); err != nil {
+			return nil, err
+		}
+	}
+	linux := *sp.Linux
+	sp.Linux = &linux
+	linux.CgroupsPath = e.rt.cgroupPath(req.id)
+	// gVisor applies no seccomp filter of the spec without --oci-seccomp,
+	// and would turn its ENOSYS answers (clone3) into EPERM: the sentry's
+	// own filter stands between the sandbox and the host.
+	linux.Seccomp = nil
+	return &sp, nil
+}
+
+// gvisorContainer is a sandbox runsc runs. Its sandbox process's pid and
+// start time are kept beside runsc's state: status and init read them
+// without running runsc (tens of milliseconds) on every command.
+type gvisorContainer struct {
+	e  *gvisorEngine
+	id string
+}
+
+type gvisorRecord struct {
+	Pid    int    `json:"pid"`
+	Start  uint64 `json:"start"`
+	Paused bool   `json:"paused,omitempty"`
+}
+
+func (c *gvisorContainer) recordPath() string {
+	return filepath.Join(c.e.stateDir(), c.id+".warden.json")
+}
+
+// record notes the sandbox process runsc started.
+func (c *gvisorContainer) record() error {
+	out, err := c.e.run(10*time.Second, "state", c.id)
+	if err != nil {
+		return err
+	}
+	var st specs.State
+	if err := json.Unmarshal(out, &st); err != nil || st.Pid <= 0 {
+		return fmt.Errorf("runsc state %s: %q", c.id, out)
+	}
+	start, err := processStart(st.Pid)
+	if err != nil {
+		return err
+	}
+	return c.save(gvisorRecord{Pid: st.Pid, Start: start})
+}
+
+func (c *gvisorContainer) save(r gvisorRecord) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return WriteStateFile(c.recordPath(), data)
+}
+
+func (c *gvisorContainer) load() (gvisorRecord, error) {
+	var r gvisorRecord
+	data, err := ReadStateFile(c.recordPath())
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, fmt.Errorf("%s: %w", c.recordPath(), err)
+	}
+	return r, nil
+}
+
+// processStart is a process's start time, in clock ticks since boot.
+func processStart(pid int) (uint64, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: too short", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+func (e *gvisorEngine) load(id string) (container, error) {
+	c := &gvisorContainer{e: e, id: id}
+	if _, err := c.load(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *gvisorContainer) init() (int, uint64, error) {
+	r, err := c.load()
+	return r.Pid, r.Start, err
+}
+
+func (c *gvisorContainer) status() (containerStatus, error) {
+	r, err := c.load()
+	if err != nil {
+		return 0, err
+	}
+	if start, err := processStart(r.Pid); err != nil || start != r.Start {
+		return stopped, nil
+	}
+	if r.Paused {
+		return paused, nil
+	}
+	return running, nil
+}
+
+func (c *gvisorContainer) pause() error {
+	r, err := c.load()
+	if err != nil {
+		return err
+	}
+	if _, err := c.e.run(freezeWait, "pause", c.id); err != nil {
+		return err
+	}
+	r.Paused = true
+	return c.save(r)
+}
+
+func (c *gvisorContainer) resume() error {
+	r, err := c.load()
+	if err != nil {
+		return err
+	}
+	if _, err := c.e.run(freezeWait, "resume", c.id); err != nil {
+		return err
+	}
+	r.Paused = false
+	return c.save(r)
+}
+
+// processes lists the sandbox's host processes (runsc's sentry and gofer
+// and what they started), from its cgroup.
+func (c *gvisorContainer) processes() ([]int, error) {
+	return nil, errors.New("listing the processes of a gvisor sandbox is not supported yet")
+}
+
+// destroy stops the sandbox and removes runsc's state of it. A runsc
+// that does not answer is not waited for: RemoveContainer kills what is
+// left in the sandbox's cgroups.
+func (c *gvisorContainer) destroy() error {
+	var errs []error
+	if _, err := c.e.run(10*time.Second, "delete", "--force", c.id); err != nil && !strings.Contains(err.Error(), "does not exist") {
+		errs = append(errs, err)
+	}
+	if r, err := c.load(); err == nil {
+		if start, err := processStart(r.Pid); err == nil && start == r.Start {
+			unix.Kill(r.Pid, unix.SIGKILL)
+		}
+	}
+	if err := os.Remove(c.recordPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// checkEngine refuses what a policy's engine cannot give yet, before
+// anything is made.
+func checkEngine(p *policies.Policy) error {
+	if p.Sandbox.Engine != policies.EngineGVisor {
+		return nil
+	}
+	if len(p.Network.Allow) > 0 {
+		return kindf(spec.ErrInvalid, "policy %s: network.allow is not available under engine \"gvisor\" yet (its sandboxes have no network); remove [network] or use engine \"container\"", p.Name)
+	}
+	return nil
+}
+
+// engineFor is the engine a policy's sandboxes run under.
+func (rt *Runtime) engineFor(p *policies.Policy) engine {
+	if p.Sandbox.Engine == policies.EngineGVisor {
+		return rt.gvisor
+	}
+	return rt.container
+}
