@@ -7,6 +7,11 @@ BIN        := bin/warden
 TOOLS      := $(CURDIR)/bin/tools
 RUNC       := $(TOOLS)/runc
 RUNC_VERSION := v1.5.2
+# gVisor's runsc for engine = "gvisor": a static build of one pinned commit of
+# its Go module (its releases are not tagged as module versions), found by
+# warden beside bin/warden in bin/tools.
+RUNSC      := $(TOOLS)/runsc
+RUNSC_VERSION := v0.0.0-20260905035102-160fafc42237
 # Kubernetes' CRI validation suite (make k8s): critest and crictl at one pinned
 # release, and Debian's dynamic busybox for the test images (the package
 # conflicts with busybox-static, so it is unpacked into bin/tools, not installed).
@@ -31,7 +36,7 @@ $(BIN): go.mod go.sum $(shell find cmd policies spec seccomp runtime \( -name '*
 	@test -f /usr/include/seccomp.h || $(MAKE) --no-print-directory deps
 	CGO_ENABLED=1 go build -trimpath -tags "$(TAGS)" -ldflags '$(LDFLAGS)' -o $@ ./cmd/warden
 
-deps: ## install what building and testing need (apt packages, runc $(RUNC_VERSION)); root
+deps: ## install what building and testing need (apt packages, runc $(RUNC_VERSION), runsc); root
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
@@ -39,14 +44,16 @@ deps: ## install what building and testing need (apt packages, runc $(RUNC_VERSI
 	fi
 	@test -x $(RUNC) || { echo "installing runc $(RUNC_VERSION) into $(TOOLS)"; \
 		CGO_ENABLED=1 GOBIN=$(TOOLS) go install -tags seccomp github.com/opencontainers/runc@$(RUNC_VERSION); }
+	@test -x $(RUNSC) || { echo "installing runsc (gVisor) $(RUNSC_VERSION) into $(TOOLS) (about 2 minutes)"; \
+		CGO_ENABLED=0 GOBIN=$(TOOLS) go install gvisor.dev/gvisor/runsc@$(RUNSC_VERSION); }
 
 test: ## unit tests (no root needed)
 	go test -count=1 $(UNIT_PKGS)
 
 integration: build ## end-to-end tests with real containers (root)
 	@test "$$(id -u)" = 0 || { echo "make integration: needs root (real containers); run it with sudo" >&2; exit 1; }
-	@test -x $(RUNC) || $(MAKE) --no-print-directory deps
-	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) go test -count=1 -timeout 20m -tags "$(TAGS)" -skip '^TestCritest$$' -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
+	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
+	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) go test -count=1 -timeout 20m -tags "$(TAGS)" -skip '^TestCritest$$' -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
 
 python-client-test: build ## the Python client's type check and tests (clients/python) against a real daemon (root)
 	@test "$$(id -u)" = 0 || { echo "make python-client-test: needs root (real sandboxes); run it with sudo" >&2; exit 1; }
@@ -58,8 +65,8 @@ python-client-test: build ## the Python client's type check and tests (clients/p
 
 k8s: build $(CRITEST) $(CRICTL) $(K8S_BUSYBOX) ## critest $(CRI_TOOLS_VERSION) for runc, warden and warden under the baseline policy (root; UPDATE=1 rewrites docs/kubernetes.md's table)
 	@test "$$(id -u)" = 0 || { echo "make k8s: needs root (a private containerd runs real pods); run it with sudo" >&2; exit 1; }
-	@test -x $(RUNC) || $(MAKE) --no-print-directory deps
-	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_CRITEST=$(CRITEST) WARDEN_CRICTL=$(CRICTL) WARDEN_K8S_BUSYBOX=$(K8S_BUSYBOX) \
+	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
+	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) WARDEN_CRITEST=$(CRITEST) WARDEN_CRICTL=$(CRICTL) WARDEN_K8S_BUSYBOX=$(K8S_BUSYBOX) \
 		go test -count=1 -timeout 30m -tags "$(TAGS)" -run '^TestCritest$$' -v ./integration/ $(if $(UPDATE),-update) 2>&1 | tee /tmp/warden-k8s.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
 
 # critest is a compiled Go test ("go install" refuses it): built from a
@@ -82,9 +89,9 @@ $(K8S_BUSYBOX):
 
 chaos: build ## kill -9 the daemon (and clients, agents) at random moments, then check nothing is left (root; CHAOS_ROUNDS=N, WARDEN_CHAOS_SEED=N replays a run)
 	@test "$$(id -u)" = 0 || { echo "make chaos: needs root (real containers); run it with sudo" >&2; exit 1; }
-	@test -x $(RUNC) || $(MAKE) --no-print-directory deps
+	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
 	@echo "chaos: $(CHAOS_ROUNDS) rounds, log in /tmp/warden-chaos.log"
-	@WARDEN_CHAOS_ROUNDS=$(CHAOS_ROUNDS) WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) \
+	@WARDEN_CHAOS_ROUNDS=$(CHAOS_ROUNDS) WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) \
 		go test -count=1 -timeout 5m -tags "$(TAGS)" -run '^TestChaos$$' -v ./integration/ >/tmp/warden-chaos.log 2>&1; \
 	rc=$$?; \
 	if [ $$rc = 0 ] && grep -q '^--- PASS: TestChaos ' /tmp/warden-chaos.log; then \
@@ -96,7 +103,7 @@ chaos: build ## kill -9 the daemon (and clients, agents) at random moments, then
 	fi
 
 bench: build ## benchmarks, as ratios against baselines measured in the same run (root)
-	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) go test -count=1 -tags "$(TAGS)" -run '^$$' -bench . -benchtime 1x ./integration/
+	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) go test -count=1 -tags "$(TAGS)" -run '^$$' -bench . -benchtime 1x ./integration/
 
 lint: ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l cmd policies spec seccomp runtime integration); test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
@@ -107,7 +114,7 @@ lint: ## gofmt, go vet, staticcheck
 ci: deps build lint test integration python-client-test chaos k8s ## everything CI runs, on a fresh machine (root)
 
 demo: build ## bundle the web-fetch example policy and run a command in it under runc (root)
-	@test -x $(RUNC) || $(MAKE) --no-print-directory deps
+	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
 	RUNC=$(RUNC) WARDEN=$(CURDIR)/$(BIN) bash scripts/demo.sh
 
 install: build ## install warden into $(PREFIX)/bin

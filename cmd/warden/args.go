@@ -94,6 +94,9 @@ var sandboxFlags = append([]cli.Flag{
 	&cli.StringSliceFlag{Name: "policy", Aliases: []string{"p"}, Usage: "policy `FILE` (repeat to merge several skills)", Required: true},
 }, varFlags...)
 
+// engineFlag strengthens the policy's isolation engine.
+var engineFlag = &cli.StringFlag{Name: "engine", Usage: "run the sandbox under `ENGINE`: container or gvisor; it can only strengthen the policy's [sandbox] engine"}
+
 // varFlags give the path variables of a policy their values.
 var varFlags = []cli.Flag{
 	&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the session's workspace `DIR` ($WORK_DIR)"},
@@ -111,6 +114,13 @@ func loadSandboxPolicy(cliContext *cli.Context, files []string) (*policies.Polic
 	p, err := loadAll(files, combine)
 	if err != nil {
 		return nil, policies.Vars{}, err
+	}
+	if cliContext.IsSet("engine") {
+		e, err := policies.ParseEngine(cliContext.String("engine"))
+		if err != nil {
+			return nil, policies.Vars{}, fmt.Errorf("--engine: %w", err)
+		}
+		p = p.WithEngine(e)
 	}
 	vars := policies.Vars{SkillDir: filepath.Dir(files[0])}
 	if err := folderFlags(cliContext, &vars); err != nil {

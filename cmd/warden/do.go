@@ -21,6 +21,7 @@ var doCommand = &cli.Command{
 		envFlag,
 		cwdFlag,
 		resultFlag,
+		engineFlag,
 	}, sandboxFlags...),
 	Action: withResult(doRun),
 }

@@ -42,6 +42,7 @@ config.json process as the base, in the running container CONTAINER-ID.`,
 		cwdFlag,
 		&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "run the command on a new terminal (interactive)"},
 		&cli.StringSliceFlag{Name: "policy", Aliases: []string{"p"}, Usage: "policy `FILE` to create the session with when it does not exist"},
+		engineFlag,
 		resultFlag,
 	}, append(varFlags, ociExecFlags...)...),
 	Action: func(cliContext *cli.Context) error {

@@ -34,6 +34,7 @@ var sessionCreateCommand = &cli.Command{
 	Usage: "start a session's sandbox and print its id",
 	Flags: append([]cli.Flag{
 		&cli.StringFlag{Name: "id", Usage: "session `ID` (default: a random one)"},
+		engineFlag,
 	}, sandboxFlags...),
 	Action: func(cliContext *cli.Context) error {
 		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {

@@ -62,6 +62,10 @@ func (e *gvisorEngine) globalArgs() []string {
 
 func (e *gvisorEngine) stateDir() string { return filepath.Join(e.rt.Root, "runsc") }
 
+// gvisorPidsOverhead is what runsc's own threads and processes take of a
+// sandbox's pids limit on the host, on top of the policy's.
+const gvisorPidsOverhead = 256
+
 // gvisorAgentDir is where the agent binds its socket, in the sandbox.
 const gvisorAgentDir = "/.warden/agent"
 
@@ -71,14 +75,16 @@ const gvisorStartTimeout = 30 * time.Second
 
 // Runsc finds runsc: $WARDEN_RUNSC, else runsc on PATH, else tools/runsc
 // beside warden's binary (where `make deps` puts it).
-func (rt *Runtime) Runsc() (string, error) {
+func (rt *Runtime) Runsc() (string, error) { return findRunsc(rt.Binary) }
+
+func findRunsc(binary string) (string, error) {
 	if p := os.Getenv("WARDEN_RUNSC"); p != "" {
 		return p, nil
 	}
 	if p, err := exec.LookPath("runsc"); err == nil {
 		return p, nil
 	}
-	beside := filepath.Join(filepath.Dir(rt.Binary), "tools", "runsc")
+	beside := filepath.Join(filepath.Dir(binary), "tools", "runsc")
 	if _, err := os.Stat(beside); err == nil {
 		return beside, nil
 	}
@@ -178,7 +184,7 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	if _, err := e.run(gvisorStartTimeout, "start", req.id); err != nil {
 		return fail(fmt.Errorf("start sandbox: %w", err))
 	}
-	if err := c.record(); err != nil {
+	if err := c.record(req.socket); err != nil {
 		return fail(err)
 	}
 	// The agent binds its socket as it starts; the host's name for it is
@@ -200,11 +206,17 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	// A first connection makes the agent remove the shared name; then the
 	// folder is the host's again, so nothing in the sandbox can write to
 	// it (it is on the state root's file system) or bind a socket there.
-	conn, err := wire.DialPacket(req.socket)
-	if err != nil {
-		return fail(fmt.Errorf("agent socket: %w", err))
+	// (The name exists from the agent's bind, a moment before it listens.)
+	for deadline := time.Now().Add(gvisorStartTimeout); ; time.Sleep(time.Millisecond) {
+		conn, err := wire.DialPacket(req.socket)
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if !errors.Is(err, unix.ECONNREFUSED) || time.Now().After(deadline) {
+			return fail(fmt.Errorf("agent socket: %w", err))
+		}
 	}
-	conn.Close()
 	for deadline := time.Now().Add(gvisorStartTimeout); ; time.Sleep(time.Millisecond) {
 		if _, err := os.Lstat(shared); errors.Is(err, os.ErrNotExist) {
 			break
@@ -258,9 +270,15 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, error) {
 			if i+1 < len(proc.Args) {
 				var kept []string
 				for _, l := range strings.Split(proc.Args[i+1], ",") {
-					if !strings.HasPrefix(l, "sigpending=") && !strings.HasPrefix(l, "msgqueue=") {
+					if !strings.HasPrefix(l, "sigpending=") && !strings.HasPrefix(l, "msgqueue=") && !strings.HasPrefix(l, "nproc=") {
 						kept = append(kept, l)
 					}
+				}
+				// The pids cgroup counts runsc's threads, not the sandbox's
+				// processes: gVisor's kernel holds those to the policy's
+				// number by RLIMIT_NPROC (every process runs as one user).
+				if n := pidsLimit(sp.Linux); n > 0 {
+					kept = append(kept, fmt.Sprintf("nproc=%d:%d", n, n))
 				}
 				args = append(args, a, strings.Join(kept, ","))
 				i++
@@ -279,11 +297,27 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, error) {
 	linux := *sp.Linux
 	sp.Linux = &linux
 	linux.CgroupsPath = e.rt.cgroupPath(req.id)
+	// On the host the cgroup holds runsc's sentry and gofer, whose threads
+	// count against pids: the sandbox's own processes are held to the
+	// policy's number inside (see gvisorOverhead).
+	if n := pidsLimit(&linux); n > 0 {
+		res := *linux.Resources
+		limit := n + gvisorPidsOverhead
+		res.Pids, linux.Resources = &specs.LinuxPids{Limit: &limit}, &res
+	}
 	// gVisor applies no seccomp filter of the spec without --oci-seccomp,
 	// and would turn its ENOSYS answers (clone3) into EPERM: the sentry's
 	// own filter stands between the sandbox and the host.
 	linux.Seccomp = nil
 	return &sp, nil
+}
+
+// pidsLimit is the spec's pids limit, 0 for none.
+func pidsLimit(l *specs.Linux) int64 {
+	if l == nil || l.Resources == nil || l.Resources.Pids == nil || l.Resources.Pids.Limit == nil {
+		return 0
+	}
+	return max(*l.Resources.Pids.Limit, 0)
 }
 
 // gvisorContainer is a sandbox runsc runs. Its sandbox process's pid and
@@ -297,6 +331,7 @@ type gvisorContainer struct {
 type gvisorRecord struct {
 	Pid    int    `json:"pid"`
 	Start  uint64 `json:"start"`
+	Socket string `json:"socket"` // the agent's, on the host
 	Paused bool   `json:"paused,omitempty"`
 }
 
@@ -305,7 +340,7 @@ func (c *gvisorContainer) recordPath() string {
 }
 
 // record notes the sandbox process runsc started.
-func (c *gvisorContainer) record() error {
+func (c *gvisorContainer) record(socket string) error {
 	out, err := c.e.run(10*time.Second, "state", c.id)
 	if err != nil {
 		return err
@@ -318,7 +353,7 @@ func (c *gvisorContainer) record() error {
 	if err != nil {
 		return err
 	}
-	return c.save(gvisorRecord{Pid: st.Pid, Start: start})
+	return c.save(gvisorRecord{Pid: st.Pid, Start: start, Socket: socket})
 }
 
 func (c *gvisorContainer) save(r gvisorRecord) error {
@@ -374,6 +409,16 @@ func (c *gvisorContainer) status() (containerStatus, error) {
 	}
 	if start, err := processStart(r.Pid); err != nil || start != r.Start {
 		return stopped, nil
+	}
+	// runsc's sandbox process can outlive the sandbox's kernel (one that
+	// exceeded its memory limit): the agent must still take connections.
+	// (A connection waits in the queue of a paused one.)
+	if conn, err := wire.DialPacket(r.Socket); err != nil {
+		if _, serr := os.Lstat(r.Socket); serr == nil {
+			return stopped, nil
+		}
+	} else {
+		conn.Close()
 	}
 	if r.Paused {
 		return paused, nil
@@ -442,9 +487,10 @@ func checkEngine(p *policies.Policy) error {
 	return nil
 }
 
-// engineFor is the engine a policy's sandboxes run under.
+// engineFor is the engine a policy's sandboxes run under (a pooled
+// container's, whose session has no policy yet, is a container).
 func (rt *Runtime) engineFor(p *policies.Policy) engine {
-	if p.Sandbox.Engine == policies.EngineGVisor {
+	if p != nil && p.Sandbox.Engine == policies.EngineGVisor {
 		return rt.gvisor
 	}
 	return rt.container

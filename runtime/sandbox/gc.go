@@ -109,18 +109,8 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		}
 		removed = append(removed, "mount "+m)
 	}
-	views, _ := os.ReadDir(rt.viewsDir())
-	for _, e := range views {
-		dir := filepath.Join(rt.viewsDir(), e.Name())
-		if inUse[filepath.Join(dir, "view")] || isMountpoint(filepath.Join(dir, "view")) || !onlyWardens(dir, "hidden", "view") {
-			continue
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		removed = append(removed, "view "+dir)
-	}
+	gone, failed := rt.removeViews(inUse)
+	removed, errs = append(removed, gone...), append(errs, failed...)
 	return removed, errors.Join(errs...)
 }
 

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,7 +32,31 @@ func CheckHost() []HostCheck {
 		checkSeccomp(),
 		checkLandlock(),
 		checkNofile(),
+		checkGVisor(),
 	}
+}
+
+// checkGVisor finds runsc, which only policies with engine = "gvisor"
+// need.
+func checkGVisor() HostCheck {
+	c := HostCheck{Name: "gvisor"}
+	exe, _ := executable()
+	bin, err := findRunsc(exe)
+	if err != nil {
+		c.Detail = "runsc not found: engine \"gvisor\" is not available (engine \"container\" is)"
+		c.Fix = "run `make deps` in warden's source folder, which builds the pinned runsc into bin/tools beside bin/warden; or put runsc on PATH, or set WARDEN_RUNSC"
+		return c
+	}
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil {
+		c.Detail = fmt.Sprintf("%s does not run: %v", bin, err)
+		c.Fix = "reinstall it with `make deps`"
+		return c
+	}
+	version := strings.TrimPrefix(strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0], "runsc version ")
+	c.OK = true
+	c.Detail = fmt.Sprintf("runsc %s at %s, platform systrap (engine \"gvisor\" available)", version, bin)
+	return c
 }
 
 func checkRoot() HostCheck {

@@ -334,6 +334,9 @@ func poolView(b *spec.Bundle, bundleDir string) (key string, late []specs.Mount,
 // PoolKey is the key of the containers a pool keeps for a policy, its
 // skill folder and $HOME.
 func (rt *Runtime) PoolKey(p *policies.Policy, vars policies.Vars) (string, error) {
+	if err := rt.checkPoolable(p); err != nil {
+		return "", err
+	}
 	if err := rt.MakePoolDir(); err != nil {
 		return "", err
 	}
@@ -346,6 +349,15 @@ func (rt *Runtime) PoolKey(p *policies.Policy, vars policies.Vars) (string, erro
 	return key, err
 }
 
+// checkPoolable refuses a pool of a policy whose engine cannot bind a
+// session's folders into a running sandbox.
+func (rt *Runtime) checkPoolable(p *policies.Policy) error {
+	if p.Sandbox.Engine == policies.EngineGVisor { // gvisorEngine.lateBinds
+		return kindf(spec.ErrInvalid, "policy %s: warm pools are not available under engine %q yet (a pooled sandbox takes its session's folders late, which runsc cannot); its sessions start cold", p.Name, p.Sandbox.Engine)
+	}
+	return nil
+}
+
 func NewPoolID() string {
 	var b [6]byte
 	rand.Read(b[:])
@@ -356,6 +368,9 @@ func NewPoolID() string {
 // waits for a claim to bind the session's folders and seal it before it
 // runs any command.
 func (rt *Runtime) StartPooled(id string, p *policies.Policy, vars policies.Vars) (_ *Pooled, err error) {
+	if err := rt.checkPoolable(p); err != nil {
+		return nil, err
+	}
 	if err := rt.MakePoolDir(); err != nil {
 		return nil, err
 	}

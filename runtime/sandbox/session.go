@@ -525,6 +525,9 @@ func (s *Session) Close() error {
 	s.StopEgress()
 	err := s.rt.destroy(s.ID)
 	s.hold.Close()
+	if _, gvisor := s.container.(*gvisorContainer); gvisor {
+		s.rt.releaseViews()
+	}
 	return err
 }
 
@@ -726,6 +729,9 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	if err != nil {
 		return ExecResult{}, err
 	}
+	if _, gvisor := s.container.(*gvisorContainer); gvisor && o.Tty {
+		return ExecResult{}, kindf(spec.ErrInvalid, "session %s runs under engine gvisor, which cannot give a command a terminal yet; run it without -t", s.ID)
+	}
 	req := execRequest{Argv: o.Argv, Env: env, Cwd: s.Cwd(o.Cwd), Tty: o.Tty, Rows: o.Rows, Cols: o.Cols}
 	var fds []int
 	if !o.Tty {
@@ -846,6 +852,13 @@ func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Dur
 			}
 			return res, nil
 		case err := <-errc:
+			// Under gVisor the memory limit is the whole sandbox's: what
+			// exceeds it ends the sandbox, the command with it.
+			if _, gvisor := s.container.(*gvisorContainer); gvisor && s.sawOOM() {
+				res.ExitCode, res.Signal, res.OOM = 128+int(unix.SIGKILL), int(unix.SIGKILL), true
+				res.Error = fmt.Sprintf("killed: memory limit %s exceeded; under engine gvisor that ends the session's sandbox", policies.FormatSize(s.Limits.Memory))
+				return res, nil
+			}
 			return res, fmt.Errorf("session %s: lost the agent: %w", s.ID, err)
 		case <-timer.C:
 			res.TimedOut = true

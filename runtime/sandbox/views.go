@@ -142,3 +142,41 @@ func (rt *Runtime) viewsInUse() map[string]bool {
 	}
 	return used
 }
+
+// releaseViews unmounts and removes the views, and runsc's own mounts,
+// that no session's sandbox uses any more, once one has ended. It waits
+// for nothing: while a create, claim or gc is under way (their views not
+// yet named by a bundle), it leaves them to the next release or gc.
+func (rt *Runtime) releaseViews() {
+	if !rt.gcMu.TryLock() {
+		return
+	}
+	defer rt.gcMu.Unlock()
+	inUse := rt.viewsInUse()
+	mounts := append(hostfs.MountsUnder(rt.viewsDir()), hostfs.MountsUnder(filepath.Join(rt.Root, "runsc"))...)
+	for _, m := range mounts {
+		if !inUse[m.Mountpoint] {
+			unix.Unmount(m.Mountpoint, unix.MNT_DETACH)
+		}
+	}
+	rt.removeViews(inUse)
+}
+
+// removeViews removes the folders of the views that are neither in use
+// nor mounted, and says which.
+func (rt *Runtime) removeViews(inUse map[string]bool) (removed []string, errs []error) {
+	views, _ := os.ReadDir(rt.viewsDir())
+	for _, e := range views {
+		dir := filepath.Join(rt.viewsDir(), e.Name())
+		view := filepath.Join(dir, "view")
+		if inUse[view] || isMountpoint(view) || !onlyWardens(dir, "hidden", "view") {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, "view "+dir)
+	}
+	return removed, errs
+}
