@@ -184,11 +184,13 @@ func (r *wardenRoot) processes() []int {
 // killDaemon stops the daemon with sig and waits until it is gone.
 func (r *wardenRoot) killDaemon(sig syscall.Signal) {
 	r.t.Helper()
-	pids := r.processes()
+	// The daemon only: runsc's processes of a gVisor sandbox name the
+	// root too, and a daemon's death leaves its sandboxes running.
+	pids := r.daemonPids()
 	for _, pid := range pids {
 		syscall.Kill(pid, sig)
 	}
-	r.waitGone(r.processes, "the daemon of "+r.root)
+	r.waitGone(r.daemonPids, "the daemon of "+r.root)
 	// A dying process loses its command line before its descriptors, and
 	// its main thread turns zombie while other threads still hold them:
 	// wait until only a zombie main thread is left, or nothing, so its

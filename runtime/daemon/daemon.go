@@ -159,6 +159,7 @@ func (d *Daemon) Close() {
 	d.mu.Unlock()
 	d.audit.Close()
 	d.rt.RemoveRootCgroups() // only when no container of the root is left
+	d.rt.ReleaseViews()      // those of gVisor starts that failed; the sessions' stay
 	d.lock.Close()
 }
 

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	securejoin "github.com/cyphar/filepath-securejoin"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -147,7 +148,7 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	}
 	sp.Mounts = append(sp.Mounts, specs.Mount{Destination: gvisorAgentDir, Type: "bind", Source: share,
 		Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
-	if err := os.MkdirAll(filepath.Join(sp.Root.Path, gvisorAgentDir), 0o755); err != nil {
+	if err := mountpoints(sp); err != nil {
 		return nil, err
 	}
 	bundle := filepath.Join(filepath.Dir(req.socket), "gvisor")
@@ -229,6 +230,37 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 		return fail(err)
 	}
 	return c, nil
+}
+
+// mountpoints makes every mount's mountpoint in the bundle's root folder:
+// runsc makes them there, not in the file system mounted above them (a
+// grant under /tmp, whose tmpfs is the sandbox's), and may not.
+func mountpoints(sp *specs.Spec) error {
+	for _, m := range sp.Mounts {
+		// Inside the root folder whatever its links say.
+		p, err := securejoin.SecureJoin(sp.Root.Path, m.Destination)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		if fi, err := os.Stat(m.Source); err == nil && !fi.IsDir() && m.Type == "bind" {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				return err
+			}
+			f.Close()
+			continue
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // logTail is the last line written to log since offset, or err's text.

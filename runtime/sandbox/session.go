@@ -526,7 +526,7 @@ func (s *Session) Close() error {
 	err := s.rt.destroy(s.ID)
 	s.hold.Close()
 	if _, gvisor := s.container.(*gvisorContainer); gvisor {
-		s.rt.releaseViews()
+		s.rt.ReleaseViews()
 	}
 	return err
 }

@@ -35,9 +35,16 @@ type stdioRelay struct {
 func relayFiles(fds []int) ([]int, *stdioRelay, error) {
 	r := &stdioRelay{}
 	out := append([]int(nil), fds...)
+	type fileID struct{ dev, ino uint64 }
+	outputs := map[fileID]int{} // stdout and stderr in one file (2>&1) share a pipe: their order stays
 	for i, fd := range fds {
 		var st unix.Stat_t
 		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		id := fileID{st.Dev, st.Ino}
+		if w, ok := outputs[id]; ok && i > 0 {
+			out[i] = w
 			continue
 		}
 		pr, pw, err := os.Pipe()
@@ -69,6 +76,7 @@ func relayFiles(fds []int) ([]int, *stdioRelay, error) {
 		} else {
 			r.far = append(r.far, pw)
 			out[i] = int(pw.Fd())
+			outputs[id] = out[i]
 			go func() {
 				defer r.copies.Done()
 				defer file.Close()

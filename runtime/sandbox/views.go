@@ -143,11 +143,11 @@ func (rt *Runtime) viewsInUse() map[string]bool {
 	return used
 }
 
-// releaseViews unmounts and removes the views, and runsc's own mounts,
+// ReleaseViews unmounts and removes the views, and runsc's own mounts,
 // that no session's sandbox uses any more, once one has ended. It waits
 // for nothing: while a create, claim or gc is under way (their views not
 // yet named by a bundle), it leaves them to the next release or gc.
-func (rt *Runtime) releaseViews() {
+func (rt *Runtime) ReleaseViews() {
 	if !rt.gcMu.TryLock() {
 		return
 	}
