@@ -221,7 +221,7 @@ type (
 
 func (d *Daemon) handle(ctx context.Context, p peer) {
 	conn := p.conn()
-	defer conn.Close()
+	defer p.close()
 	defer d.conns.done(conn)
 	var req request
 	files, err := p.receive(&req)

@@ -14,6 +14,7 @@ import (
 // Everything else about a request is the same on both.
 type peer interface {
 	conn() *net.UnixConn
+	close()
 	// receive reads the next message (the request, then control messages)
 	// and returns the descriptors that came with it.
 	receive(v any) ([]*os.File, error)
@@ -35,6 +36,7 @@ func newPacketPeer(c *net.UnixConn) peer {
 }
 
 func (p packetPeer) conn() *net.UnixConn               { return p.c }
+func (p packetPeer) close()                            { p.c.Close() }
 func (p packetPeer) receive(v any) ([]*os.File, error) { return wire.Receive(p.c, v) }
 func (p packetPeer) send(r reply, fds ...int) error    { return wire.Send(p.c, r, fds...) }
 func (p packetPeer) gone() bool                        { return wire.PeerGone(p.c) }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -24,6 +25,7 @@ import (
 // the client's own descriptors.
 type streamPeer struct {
 	c   *net.UnixConn
+	rmu sync.Mutex // held by receive, and by close while it drains
 	r   *bufio.Reader
 	buf []byte
 
@@ -59,10 +61,29 @@ func newStreamPeer(c *net.UnixConn) peer {
 
 func (s *streamPeer) conn() *net.UnixConn { return s.c }
 
+// lingerWait bounds how long the daemon, done with a connection, reads on
+// until the client closes it.
+const lingerWait = time.Second
+
+// close ends the connection the way that loses no reply: the daemon's
+// side first, then, once the client has closed (or lingerWait passed),
+// the rest. Closed at once with stdin frames still unread, the socket
+// would reset the client, whose unread reply may be dropped with it.
+func (s *streamPeer) close() {
+	s.c.CloseWrite()
+	s.c.SetReadDeadline(time.Now().Add(lingerWait))
+	s.rmu.Lock() // a control loop's receive ends at the same end or deadline
+	defer s.rmu.Unlock()
+	s.r.WriteTo(io.Discard)
+	s.c.Close()
+}
+
 // receive reads frames until a message; stdin frames met on the way feed
 // the running command. A frame that breaks the protocol is answered
 // with an invalid_input error and ends the connection.
 func (s *streamPeer) receive(v any) ([]*os.File, error) {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
 	for {
 		kind, payload, buf, err := wire.ReadFrame(s.r, s.buf)
 		s.buf = buf
