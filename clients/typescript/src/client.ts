@@ -182,10 +182,17 @@ export class Warden {
   /** A connection to the daemon's stream socket, starting the daemon when
    * none answers. */
   async connect(): Promise<net.Socket> {
-    try {
-      return await dial(this.socketPath);
-    } catch (e) {
-      if (!absent(e)) throw new DaemonUnavailable(`warden daemon at ${this.socketPath}: ${(e as Error).message}`);
+    const deadline = Date.now() + START_TIMEOUT_MS;
+    for (;;) {
+      try {
+        return await dial(this.socketPath);
+      } catch (e) {
+        if (absent(e)) break;
+        // A listener that went away as we connected: a daemon dying (a
+        // kill), which the next attempt finds gone and replaces.
+        if (!dying(e) || Date.now() > deadline) throw new DaemonUnavailable(`warden daemon at ${this.socketPath}: ${(e as Error).message}`);
+      }
+      await sleep(5);
     }
     this.starting ??= this.startDaemon().finally(() => {
       this.starting = undefined;
@@ -239,7 +246,7 @@ export class Warden {
         (await dial(this.socketPath)).destroy();
         return;
       } catch (e) {
-        if (!absent(e)) throw new DaemonUnavailable(`warden daemon at ${this.socketPath}: ${(e as Error).message}`);
+        if (!absent(e) && !dying(e)) throw new DaemonUnavailable(`warden daemon at ${this.socketPath}: ${(e as Error).message}`);
       }
       if (exitCode !== null && !otherServes) {
         const last = lastLine(logPath, offset);
@@ -650,6 +657,10 @@ function dial(socketPath: string): Promise<net.Socket> {
 function absent(e: unknown): boolean {
   const code = (e as NodeJS.ErrnoException).code;
   return code === "ENOENT" || code === "ECONNREFUSED";
+}
+
+function dying(e: unknown): boolean {
+  return (e as NodeJS.ErrnoException).code === "ECONNRESET";
 }
 
 function findBinary(binary: string): string | undefined {
