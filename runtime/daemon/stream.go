@@ -56,7 +56,7 @@ const resultWait = 30 * time.Second
 const relayPipeSize = 1 << 20
 
 func newStreamPeer(c *net.UnixConn) peer {
-	return &streamPeer{c: c, r: bufio.NewReaderSize(c, 64<<10)}
+	return &streamPeer{c: c, r: bufio.NewReaderSize(c, 16<<10)}
 }
 
 func (s *streamPeer) conn() *net.UnixConn { return s.c }
@@ -240,19 +240,40 @@ func (s *streamPeer) stdio(tty bool, files []*os.File) ([3]*os.File, func(), err
 	return [3]*os.File{ends[0], ends[3], ends[5]}, done, nil
 }
 
+// relayBuffers hold output between its pipe and the client: taken only
+// once output is there to read, so waiting commands hold none.
+var relayBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
 // relay sends what the command writes to r as frames of kind. A client
 // that stops reading is left to the control loop to notice; the output
 // is drained meanwhile so the command never blocks on it.
 func (s *streamPeer) relay(r *os.File, kind byte, wg *sync.WaitGroup) {
 	defer wg.Done()
-	buf := make([]byte, 256<<10)
+	raw, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
 	failed := false
 	for {
-		n, err := r.Read(buf)
+		var buf *[]byte
+		var n int
+		var rerr error
+		err := raw.Read(func(fd uintptr) bool {
+			buf = relayBuffers.Get().(*[]byte)
+			n, rerr = unix.Read(int(fd), *buf)
+			if rerr == unix.EAGAIN {
+				relayBuffers.Put(buf)
+				return false
+			}
+			return true
+		})
 		if n > 0 && !failed {
-			failed = s.write(kind, buf[:n]) != nil
+			failed = s.write(kind, (*buf)[:n]) != nil
 		}
-		if err != nil {
+		if buf != nil && err == nil {
+			relayBuffers.Put(buf)
+		}
+		if err != nil || rerr != nil || n <= 0 {
 			return
 		}
 	}
