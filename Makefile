@@ -26,9 +26,9 @@ TAGS       := seccomp netgo osusergo urfave_cli_no_docs
 LDFLAGS    := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -extldflags "-static"
 UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/...
 CHAOS_ROUNDS ?= 50
-APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux mypy
+APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux mypy nodejs
 
-.PHONY: build deps test integration python-client-test chaos k8s bench lint install clean help demo ci
+.PHONY: build deps test integration python-client-test ts-client-build ts-client-test chaos k8s bench lint install clean help demo ci
 
 build: $(BIN) ## build bin/warden (static, cgo, seccomp)
 
@@ -42,6 +42,8 @@ deps: ## install what building and testing need (apt packages, runc $(RUNC_VERSI
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+	@# Debian packages npm apart from nodejs; a nodejs of nodesource's holds it.
+	@command -v npm >/dev/null || { echo "installing: npm"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null; }
 	@test -x $(RUNC) || { echo "installing runc $(RUNC_VERSION) into $(TOOLS)"; \
 		CGO_ENABLED=1 GOBIN=$(TOOLS) go install -tags seccomp github.com/opencontainers/runc@$(RUNC_VERSION); }
 	@test -x $(RUNSC) || { echo "installing runsc (gVisor) $(RUNSC_VERSION) into $(TOOLS) (about 2 minutes)"; \
@@ -62,6 +64,16 @@ python-client-test: build ## the Python client's type check and tests (clients/p
 	WARDEN_BINARY=$(CURDIR)/$(BIN) python3 -m unittest discover -v clients/python/tests 2>&1 | tee /tmp/warden-python-client.log; \
 	rc=$${PIPESTATUS[0]}; test $$rc = 0 || exit $$rc; \
 	grep -Eq '^Ran [1-9][0-9]* tests? in' /tmp/warden-python-client.log || { echo "make python-client-test: no test ran" >&2; exit 1; }
+
+ts-client-build: ## install the TypeScript client's pinned dev dependencies (npm ci; offline once cached) and compile it (clients/typescript/dist)
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "make ts-client-build: needs node and npm; run \`make deps\`" >&2; exit 1; }
+	cd clients/typescript && npm ci --prefer-offline --no-audit --no-fund --no-update-notifier --loglevel=error && npx --no-install tsc -p .
+
+ts-client-test: build ts-client-build ## the TypeScript client's tests (clients/typescript, node --test) against a real daemon (root)
+	@test "$$(id -u)" = 0 || { echo "make ts-client-test: needs root (real sandboxes); run it with sudo" >&2; exit 1; }
+	cd clients/typescript && WARDEN_BINARY=$(CURDIR)/$(BIN) node --test dist/test/*.test.js 2>&1 | tee /tmp/warden-ts-client.log; \
+	rc=$${PIPESTATUS[0]}; test $$rc = 0 || exit $$rc; \
+	grep -Eq '^# pass [1-9]' /tmp/warden-ts-client.log || { echo "make ts-client-test: no test ran" >&2; exit 1; }
 
 k8s: build $(CRITEST) $(CRICTL) $(K8S_BUSYBOX) ## critest $(CRI_TOOLS_VERSION) for runc, warden and warden under the baseline policy (root; UPDATE=1 rewrites docs/kubernetes.md's table)
 	@test "$$(id -u)" = 0 || { echo "make k8s: needs root (a private containerd runs real pods); run it with sudo" >&2; exit 1; }
@@ -111,7 +123,7 @@ lint: ## gofmt, go vet, staticcheck
 	@test -x $(TOOLS)/staticcheck || GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	$(TOOLS)/staticcheck -tags "$(TAGS)" ./...
 
-ci: deps build lint test integration python-client-test chaos k8s ## everything CI runs, on a fresh machine (root)
+ci: deps build lint test integration python-client-test ts-client-test chaos k8s ## everything CI runs, on a fresh machine (root)
 
 demo: build ## bundle the web-fetch example policy and run a command in it under runc (root)
 	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
@@ -121,7 +133,7 @@ install: build ## install warden into $(PREFIX)/bin
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/warden
 
 clean: ## remove build output
-	rm -rf bin
+	rm -rf bin clients/typescript/dist clients/typescript/node_modules
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14

@@ -166,8 +166,9 @@ func TestDaemonSocketRemoved(t *testing.T) {
 }
 
 // TestDaemonConnectionFlood: far more idle connections than the daemon's
-// descriptors (its limit lowered to 512 for the test) neither make it spin
-// nor keep a real client out: exec still works at once, the daemon stays
+// descriptors (its limit lowered to 512 for the test), on both its
+// sockets, neither make it spin nor keep a real client out: exec and a
+// stream ping still work at once, the daemon stays
 // near idle, and a connection that sends nothing is closed by the daemon.
 func TestDaemonConnectionFlood(t *testing.T) {
 	r := newRoot(t)
@@ -200,7 +201,11 @@ func TestDaemonConnectionFlood(t *testing.T) {
 		}
 	}()
 	for i := 0; i < flood; i++ {
+		// Half on the stream socket: both share the daemon's limits.
 		c, err := net.DialTimeout("unixpacket", sock, time.Second)
+		if i%2 == 1 {
+			c, err = net.DialTimeout("unix", filepath.Join(r.root, "warden.stream.sock"), time.Second)
+		}
 		if err != nil {
 			t.Fatalf("connection %d: %v", i, err)
 		}
@@ -222,6 +227,10 @@ func TestDaemonConnectionFlood(t *testing.T) {
 		t.Fatalf("exec among %d idle connections: %v after %s, %s; want it to run within 3s", flood, err, time.Since(start).Round(time.Millisecond), out)
 	}
 	t.Logf("exec among %d idle connections took %s", flood, time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	if got := r.streamCall(message(`{"v":1,"op":"ping"}`)); jsonText(got.last) != `{"v":1}` || time.Since(start) > 3*time.Second {
+		t.Errorf("a stream ping among %d idle connections: %+v after %s; want {v: 1} within 3s", flood, got.last, time.Since(start).Round(time.Millisecond))
+	}
 	// The newest idle connection is still open; the daemon closes it
 	// when it has sent nothing for a while.
 	last := conns[len(conns)-1]

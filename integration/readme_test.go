@@ -260,12 +260,14 @@ func checkRootEmptied(t *testing.T) {
 // PATH from the binary under test, no WARDEN_* variable (WARDEN_ROOT
 // would move the root), nothing of an outer make (make integration) and
 // a home of the test's own (the blocks write into ~), shared by all
-// blocks; Go keeps the caller's caches so make builds nothing twice.
+// blocks; Go and npm keep the caller's caches so make builds nothing
+// twice and npm ci needs no network.
 func readmeEnv(t *testing.T) []string {
 	t.Helper()
 	home := tempDir(t)
 	realHome, _ := os.UserHomeDir()
-	goEnv := map[string]string{"GOPATH": filepath.Join(realHome, "go"), "GOCACHE": filepath.Join(realHome, ".cache", "go-build")}
+	goEnv := map[string]string{"GOPATH": filepath.Join(realHome, "go"), "GOCACHE": filepath.Join(realHome, ".cache", "go-build"),
+		"npm_config_cache": filepath.Join(realHome, ".npm")}
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")

@@ -19,11 +19,14 @@ import (
 	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"github.com/warden-sandbox/warden/spec"
-	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // SocketPath is the daemon's socket under a state root.
 func SocketPath(root string) string { return protocol.SocketPath(root) }
+
+// StreamSocketPath is the daemon's stream socket under a state root, for
+// clients that cannot pass descriptors.
+func StreamSocketPath(root string) string { return protocol.StreamSocketPath(root) }
 
 // Daemon owns the sessions of one state root: it serves the CLI on a 0600
 // socket, expires idle sessions and writes the audit log.
@@ -33,9 +36,8 @@ type Daemon struct {
 	lock  *os.File // the root folder, flocked; see lockRoot
 	conns *connTable
 
-	lnMu   sync.Mutex
-	ln     *net.UnixListener
-	sockID hostfs.FileID // the socket file ln listens on; see watchSocket
+	lnMu    sync.Mutex
+	sockets []*socket // the packet socket, then the stream one; see socket.go
 
 	mu       sync.Mutex
 	sessions map[string]*daemonSession
@@ -77,14 +79,17 @@ func NewDaemon(rt *sandbox.Runtime, auditPath string) (*Daemon, error) {
 		return nil, err
 	}
 	d.adopt()
-	sock := SocketPath(rt.Root)
-	os.Remove(sock) // a dead daemon's socket; we hold the lock
-	ln, id, err := listenSocket(sock)
-	if err != nil {
-		d.Close()
-		return nil, fmt.Errorf("daemon socket: %w", err)
+	d.sockets = []*socket{
+		{path: SocketPath(rt.Root), network: "unixpacket", peer: newPacketPeer},
+		{path: StreamSocketPath(rt.Root), network: "unix", peer: newStreamPeer},
 	}
-	d.ln, d.sockID = ln, id
+	for _, sock := range d.sockets {
+		os.Remove(sock.path) // a dead daemon's socket; we hold the lock
+		if sock.ln, sock.id, err = listenSocket(sock.network, sock.path); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("daemon socket: %w", err)
+		}
+	}
 	return d, nil
 }
 
@@ -111,7 +116,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	go d.expireLoop(ctx)
 	go d.pools.loop(ctx)
 	d.lnMu.Lock()
-	go d.accept(ctx, d.ln)
+	for _, sock := range d.sockets {
+		go d.accept(ctx, sock.ln, sock.peer)
+	}
 	d.lnMu.Unlock()
 	d.watchSocket(ctx)
 	d.closeSocket()
@@ -213,27 +220,28 @@ type (
 	SessionInfo = protocol.SessionInfo
 )
 
-func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
-	defer conn.Close()
+func (d *Daemon) handle(ctx context.Context, p peer) {
+	conn := p.conn()
+	defer p.close()
 	defer d.conns.done(conn)
 	var req request
-	files, err := wire.Receive(conn, &req)
+	files, err := p.receive(&req)
 	if !d.conns.started(conn) {
 		wire.CloseAll(files)
-		wire.Send(conn, reply{Error: d.conns.busy() + " (this connection sent no request and was closed)", Code: CodeDaemonUnavailable})
+		p.send(reply{Error: d.conns.busy() + " (this connection sent no request and was closed)", Code: CodeDaemonUnavailable})
 		return
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		wire.Send(conn, reply{Error: fmt.Sprintf("bad request: none within %s of connecting", firstMessageWait), Code: CodeInvalidInput})
+		p.send(reply{Error: fmt.Sprintf("bad request: none within %s of connecting", firstMessageWait), Code: CodeInvalidInput})
 		return
 	}
 	if err != nil {
-		wire.Send(conn, reply{Error: "bad request: " + err.Error(), Code: CodeInvalidInput})
+		p.send(reply{Error: "bad request: " + err.Error(), Code: CodeInvalidInput})
 		return
 	}
 	defer wire.CloseAll(files)
 	if err := checkVersion(req.V); err != nil {
-		wire.Send(conn, reply{Error: err.Error(), Code: CodeOf(err)})
+		p.send(reply{Error: err.Error(), Code: CodeOf(err)})
 		return
 	}
 	var answer reply
@@ -243,7 +251,7 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 	case "create":
 		_, err = d.create(req.ID, req.Create, false)
 	case "exec":
-		d.exec(ctx, conn, &req, files)
+		d.exec(ctx, p, &req, files)
 		return
 	case "list":
 		answer.Sessions = d.list()
@@ -263,7 +271,7 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 	if err != nil {
 		answer.Error, answer.Code = err.Error(), CodeOf(err)
 	}
-	wire.Send(conn, answer)
+	p.send(answer)
 }
 
 // checkVersion refuses a request in a protocol version this daemon does
@@ -335,22 +343,25 @@ func checkVars(v policies.Vars) error {
 	return nil
 }
 
-func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *request, files []*os.File) {
-	fail := func(err error) { wire.Send(conn, reply{Error: err.Error(), Code: CodeOf(err)}) }
+func (d *Daemon) exec(ctx context.Context, p peer, req *request, files []*os.File) {
+	fail := func(err error) { p.send(reply{Error: err.Error(), Code: CodeOf(err)}) }
 	e := req.Exec
 	if e == nil || len(e.Argv) == 0 {
 		fail(kindf(spec.ErrInvalid, "no command given"))
 		return
 	}
-	if !e.Tty && len(files) != 3 {
-		fail(kindf(spec.ErrInvalid, "want stdin, stdout and stderr descriptors, got %d", len(files)))
+	stdio, stdioDone, err := p.stdio(e.Tty, files)
+	if err != nil {
+		fail(err)
 		return
 	}
-	if wire.PeerGone(conn) {
+	if p.gone() {
+		stdioDone()
 		return // it gave up waiting (a signal) before the request was read: run nothing
 	}
 	s, err := d.create(req.ID, req.Create, true)
 	if err != nil {
+		stdioDone()
 		fail(err)
 		return
 	}
@@ -369,7 +380,7 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *request, fil
 	go func() {
 		for {
 			var c control
-			fs, err := wire.Receive(conn, &c)
+			fs, err := p.receive(&c)
 			wire.CloseAll(fs)
 			if err != nil {
 				cancel()
@@ -386,13 +397,14 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *request, fil
 	o := sandbox.ExecOptions{Argv: e.Argv, Env: e.Env, CallerEnv: e.CallerEnv, Cwd: e.Cwd, Timeout: e.Timeout, Tty: e.Tty, Rows: e.Rows, Cols: e.Cols, Signals: signals}
 	if e.Tty {
 		o.OnTerminal = func(master *os.File) {
-			wire.Send(conn, reply{Started: true}, int(master.Fd()))
+			p.send(reply{Started: true}, int(master.Fd()))
 			master.Close()
 		}
 	} else {
-		o.Stdin, o.Stdout, o.Stderr = files[0], files[1], files[2]
+		o.Stdin, o.Stdout, o.Stderr = stdio[0], stdio[1], stdio[2]
 	}
 	res, err := s.Exec(cctx, o)
+	stdioDone() // all its output reaches the client before the result
 	// Ended before the reply: a call the reply lets through (rm without
 	// --force) must not find the command still counted as running.
 	d.mu.Lock()
@@ -411,7 +423,7 @@ func (d *Daemon) exec(ctx context.Context, conn *net.UnixConn, req *request, fil
 		fail(err)
 		return
 	}
-	wire.Send(conn, reply{Result: &res})
+	p.send(reply{Result: &res})
 }
 
 func (d *Daemon) list() []SessionInfo {

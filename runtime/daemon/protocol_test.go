@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/agent"
+	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
@@ -89,7 +92,7 @@ func TestProtocolSchema(t *testing.T) {
 			t.Errorf("%s: decodes to %+v, want %+v", name, back.Elem().Interface(), msg)
 		}
 	}
-	files, _ := filepath.Glob(filepath.Join("testdata", "protocol", "*.json"))
+	files, _ := filepath.Glob(filepath.Join("testdata", "protocol", "*.json")) // stream-exec.txt: TestStreamFrames
 	if len(files) != len(msgs) {
 		t.Errorf("testdata/protocol has %d files for %d messages: remove the stale ones", len(files), len(msgs))
 	}
@@ -143,6 +146,76 @@ func TestProtocolDoc(t *testing.T) {
 	for _, c := range Codes {
 		if !strings.Contains(string(data), "| `"+string(c)+"` |") {
 			t.Errorf("docs/protocol.md does not list code %s in its table", c)
+		}
+	}
+}
+
+// streamExchange is an exec on the stream socket, frame by frame, as
+// wire.WriteFrame puts it on the wire: a header's bytes in hex, then the
+// payload (a message's JSON, or the data quoted).
+func streamExchange(t *testing.T) string {
+	var out strings.Builder
+	frame := func(kind byte, payload []byte) {
+		var buf bytes.Buffer
+		c1, c2 := net.Pipe()
+		go func() { wire.WriteFrame(c1, kind, payload); c1.Close() }()
+		buf.ReadFrom(c2)
+		hdr := buf.Bytes()[:wire.FrameHeader]
+		for _, b := range hdr {
+			fmt.Fprintf(&out, "%02x ", b)
+		}
+		if kind == wire.FrameMessage {
+			fmt.Fprintf(&out, " %s\n", buf.Bytes()[wire.FrameHeader:])
+		} else {
+			fmt.Fprintf(&out, " %q\n", buf.Bytes()[wire.FrameHeader:])
+		}
+	}
+	message := func(v any) {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame(wire.FrameMessage, data)
+	}
+	out.WriteString("client → daemon\n")
+	message(request{V: 1, Op: "exec", ID: "chat-7", Exec: &execRequest{Argv: []string{"cat", "-", "missing"}}})
+	frame(wire.FrameStdin, []byte("hi\n"))
+	frame(wire.FrameStdin, nil)
+	out.WriteString("daemon → client\n")
+	frame(wire.FrameStdout, []byte("hi\n"))
+	frame(wire.FrameStderr, []byte("cat: missing: No such file or directory\n"))
+	message(reply{Result: &sandbox.ExecResult{ExitCode: 1, Duration: 1843000}})
+	return out.String()
+}
+
+// TestStreamFrames holds the stream socket's framing: the frames of an
+// exec (testdata/protocol/stream-exec.txt) and the kinds' numbers, and
+// docs/protocol.md shows the same exchange and table.
+func TestStreamFrames(t *testing.T) {
+	got := streamExchange(t)
+	path := filepath.Join("testdata", "protocol", "stream-exec.txt")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update writes it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("the stream framing changed:\n got:\n%s\nwant:\n%s", got, want)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "protocol.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "```text\n"+got+"```") {
+		t.Errorf("docs/protocol.md does not show the stream exchange as it is:\n%s", got)
+	}
+	for kind, name := range map[byte]string{wire.FrameStdin: "stdin", wire.FrameStdout: "stdout", wire.FrameStderr: "stderr", wire.FrameMessage: "message"} {
+		if row := fmt.Sprintf("| `%d` | %s |", kind, name); !strings.Contains(string(doc), row) {
+			t.Errorf("docs/protocol.md's frame table lacks %q", row)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"github.com/warden-sandbox/warden/spec/hostfs"
 	"golang.org/x/sys/unix"
 )
@@ -42,13 +41,24 @@ func lockRoot(root string) (*os.File, error) {
 	return f, nil
 }
 
-// listenSocket binds the daemon's socket at path, mode 0600. Until the
-// chmod the mode is what the umask left, which gives no other user write
-// (connect) permission unless the umask is unusual; checkPeer refuses
-// other users whatever the mode. The process's umask is not changed: other
-// goroutines create files meanwhile.
-func listenSocket(path string) (*net.UnixListener, hostfs.FileID, error) {
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+// socket is one of the daemon's listening sockets: the packet one
+// (descriptors passed) and the stream one (stdio framed) are watched,
+// bounded and removed alike.
+type socket struct {
+	path    string
+	network string // unixpacket or unix
+	peer    func(*net.UnixConn) peer
+	ln      *net.UnixListener // under Daemon.lnMu, with id
+	id      hostfs.FileID     // the socket file ln listens on; see watchSocket
+}
+
+// listenSocket binds a socket at path, mode 0600. Until the chmod the
+// mode is what the umask left, which gives no other user write (connect)
+// permission unless the umask is unusual; checkPeer refuses other users
+// whatever the mode. The process's umask is not changed: other goroutines
+// create files meanwhile.
+func listenSocket(network, path string) (*net.UnixListener, hostfs.FileID, error) {
+	ln, err := net.ListenUnix(network, &net.UnixAddr{Name: path, Net: network})
 	if err != nil {
 		return nil, hostfs.FileID{}, err
 	}
@@ -66,7 +76,7 @@ func listenSocket(path string) (*net.UnixListener, hostfs.FileID, error) {
 	return ln, id, nil
 }
 
-// watchSocket makes the socket again whenever its path stops naming it
+// watchSocket makes a socket again whenever its path stops naming it
 // (a tmp cleaner removed it, or someone replaced it), until ctx is done.
 // inotify tells at once; the ticker covers a watch that could not be set.
 func (d *Daemon) watchSocket(ctx context.Context) {
@@ -96,24 +106,26 @@ func (d *Daemon) watchSocket(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-changed:
 		case <-t.C:
+		case <-changed:
 		}
-		if err := d.checkSocket(ctx); err != nil && time.Since(lastWarning) > time.Minute {
-			logrus.Warnf("the daemon's socket: %v", err)
-			lastWarning = time.Now()
+		for _, sock := range d.sockets {
+			if err := d.checkSocket(ctx, sock); err != nil && time.Since(lastWarning) > time.Minute {
+				logrus.Warnf("the daemon's socket: %v", err)
+				lastWarning = time.Now()
+			}
 		}
 	}
 }
 
-// checkSocket makes the socket again if its path no longer names it.
+// checkSocket makes a socket again if its path no longer names it.
 // Something else at the path that is not a socket is someone's file: it
 // is left alone, and said so.
-func (d *Daemon) checkSocket(ctx context.Context) error {
-	path := SocketPath(d.rt.Root)
+func (d *Daemon) checkSocket(ctx context.Context, sock *socket) error {
+	path := sock.path
 	id, st, err := hostfs.LstatID(path)
 	d.lnMu.Lock()
-	ours := err == nil && id == d.sockID
+	ours := err == nil && id == sock.id
 	d.lnMu.Unlock()
 	switch {
 	case ours:
@@ -128,39 +140,40 @@ func (d *Daemon) checkSocket(ctx context.Context) error {
 	case !errors.Is(err, os.ErrNotExist):
 		return err
 	}
-	ln, id, err := listenSocket(path)
+	ln, id, err := listenSocket(sock.network, path)
 	if err != nil {
 		return fmt.Errorf("make %s again: %w", path, err)
 	}
 	d.lnMu.Lock()
-	old := d.ln
-	d.ln, d.sockID = ln, id
+	old := sock.ln
+	sock.ln, sock.id = ln, id
 	d.lnMu.Unlock()
-	go d.accept(ctx, ln)
+	go d.accept(ctx, ln, sock.peer)
 	old.Close() // no one can reach it any more
 	logrus.Warnf("the daemon's socket %s was removed; made it again", path)
 	return nil
 }
 
-// closeSocket stops listening and removes the socket, if its path still
-// names it.
+// closeSocket stops listening and removes the sockets whose paths still
+// name them.
 func (d *Daemon) closeSocket() {
 	d.lnMu.Lock()
 	defer d.lnMu.Unlock()
-	if d.ln == nil {
-		return
-	}
-	d.ln.Close()
-	path := SocketPath(d.rt.Root)
-	if id, _, err := hostfs.LstatID(path); err == nil && id == d.sockID {
-		os.Remove(path)
+	for _, sock := range d.sockets {
+		if sock.ln == nil {
+			continue
+		}
+		sock.ln.Close()
+		if id, _, err := hostfs.LstatID(sock.path); err == nil && id == sock.id {
+			os.Remove(sock.path)
+		}
 	}
 }
 
 // accept serves one listener until it is closed. A failing accept (out of
 // descriptors: EMFILE, ENFILE) backs off instead of spinning: the
 // connection waiting in the backlog would fail it again at once.
-func (d *Daemon) accept(ctx context.Context, ln *net.UnixListener) {
+func (d *Daemon) accept(ctx context.Context, ln *net.UnixListener, newPeer func(*net.UnixConn) peer) {
 	var lastRefusal, lastFailure time.Time
 	var backoff time.Duration
 	for {
@@ -182,6 +195,7 @@ func (d *Daemon) accept(ctx context.Context, ln *net.UnixListener) {
 			continue
 		}
 		backoff = 0
+		p := newPeer(conn)
 		if err := checkPeer(conn); err != nil {
 			if time.Since(lastRefusal) > time.Second { // a flood of them logs one a second
 				logrus.Warnf("refused a connection to the daemon's socket: %v", err)
@@ -189,17 +203,16 @@ func (d *Daemon) accept(ctx context.Context, ln *net.UnixListener) {
 			}
 			// Said, so the client does not take the reset for a daemon that
 			// died before reading (protocol.Unheard) and try again.
-			wire.Send(conn, reply{Error: "the warden daemon serves only its own user: " + err.Error(), Code: CodeDaemonUnavailable})
+			p.send(reply{Error: "the warden daemon serves only its own user: " + err.Error(), Code: CodeDaemonUnavailable})
 			conn.Close()
 			continue
 		}
 		if !d.conns.admit(conn) {
-			wire.Send(conn, reply{Error: d.conns.busy(), Code: CodeDaemonUnavailable})
+			p.send(reply{Error: d.conns.busy(), Code: CodeDaemonUnavailable})
 			conn.Close()
 			continue
 		}
-		wire.GrowBuffers(conn)
-		go d.handle(ctx, conn)
+		go d.handle(ctx, p)
 	}
 }
 

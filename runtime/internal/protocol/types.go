@@ -19,6 +19,11 @@ const DefaultRoot = "/run/warden"
 // SocketPath is the daemon's socket under a state root.
 func SocketPath(root string) string { return filepath.Join(root, "warden.sock") }
 
+// StreamSocketPath is the daemon's SOCK_STREAM socket under a state root:
+// the same protocol in frames, the command's stdio relayed (for clients
+// that cannot pass descriptors).
+func StreamSocketPath(root string) string { return filepath.Join(root, "warden.stream.sock") }
+
 // Request is one call to the daemon. The types below are the protocol's
 // schema: runtime/daemon/testdata/protocol holds their JSON, which a
 // rename fails.

@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bufio"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -111,5 +113,46 @@ func TestProtocolRefusals(t *testing.T) {
 	a.Close()
 	if _, err := Receive(b, &c); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after close: %v", err)
+	}
+}
+
+func TestFrames(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	big := []byte(strings.Repeat("y", MaxMessage))
+	go func() {
+		WriteFrame(a, FrameMessage, []byte(`{"op":"ping"}`))
+		WriteFrame(a, FrameStdin, big)
+		WriteFrame(a, FrameStdin, nil)
+		a.Write([]byte{0, 0x10, 0, 1, FrameStdin}) // 1 MiB + 1: too large
+	}()
+	r := bufio.NewReader(b)
+	var buf []byte
+	for _, want := range []struct {
+		kind byte
+		size int
+	}{{FrameMessage, 13}, {FrameStdin, MaxMessage}, {FrameStdin, 0}} {
+		kind, payload, grown, err := ReadFrame(r, buf)
+		buf = grown
+		if err != nil || kind != want.kind || len(payload) != want.size {
+			t.Fatalf("frame: kind %d, %d bytes, %v; want kind %d, %d bytes", kind, len(payload), err, want.kind, want.size)
+		}
+	}
+	if _, _, _, err := ReadFrame(r, buf); !errors.Is(err, ErrBadFrame) || !strings.Contains(err.Error(), "1048577 bytes") {
+		t.Errorf("a frame above the limit: %v; want ErrBadFrame", err)
+	}
+	if err := WriteFrame(a, FrameStdout, append(big, 'z')); !errors.Is(err, ErrMessageTooLarge) {
+		t.Errorf("writing a frame above the limit: %v", err)
+	}
+	// The end between frames is the peer's close; within one, a cut.
+	c, d := net.Pipe()
+	go func() { c.Write([]byte{0, 0, 0, 9, FrameMessage, '{'}); c.Close() }()
+	if _, _, _, err := ReadFrame(bufio.NewReader(d), nil); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a frame cut short: %v", err)
+	}
+	e, f := net.Pipe()
+	e.Close()
+	if _, _, _, err := ReadFrame(bufio.NewReader(f), nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("the end between frames: %v", err)
 	}
 }
