@@ -63,6 +63,31 @@ var engineCases = []engineCase{
 	{"exec.allow", engineExecAllow},
 	{"audit and readoption", engineAuditAndReadoption},
 	{"terminal", engineTerminal},
+	{"freeze", engineFreeze},
+}
+
+// engineFreeze: a frozen session refuses commands until thawed; under
+// gVisor, session kill is refused in one line (stated).
+func engineFreeze(t *testing.T, r *wardenRoot, engine string) {
+	p := r.policy(enginePolicy(engine, `name = "freeze"`))
+	id := r.create("freeze", p, workspace(t, 0))
+	if res := r.warden("session", "freeze", id); res.Exit != 0 {
+		t.Fatalf("freeze: exit %d, %s", res.Exit, res.Stderr)
+	}
+	if res := r.exec(id, nil, "true"); res.Exit != 125 || !strings.Contains(res.Stderr, "session is frozen") {
+		t.Errorf("exec in a frozen session: exit %d, %q", res.Exit, res.Stderr)
+	}
+	if res := r.warden("session", "thaw", id); res.Exit != 0 {
+		t.Fatalf("thaw: exit %d, %s", res.Exit, res.Stderr)
+	}
+	r.expectAlive(id)
+	if engine == "gvisor" {
+		res := r.warden("session", "kill", id)
+		if res.Exit != 125 || !strings.Contains(res.Stderr, "not available under engine gvisor yet") {
+			t.Errorf("session kill under gvisor: exit %d, %q", res.Exit, res.Stderr)
+		}
+		r.expectAlive(id)
+	}
 }
 
 // engineFiles: grants, masks, the read-only root, noexec writes and the

@@ -67,6 +67,11 @@ func (e *gvisorEngine) stateDir() string { return filepath.Join(e.rt.Root, "runs
 // sandbox's pids limit on the host, on top of the policy's.
 const gvisorPidsOverhead = 256
 
+// gvisorMemoryOverhead is what runsc's sentry and gofer hold of a
+// sandbox's memory limit on the host (about 25 MiB idle), on top of the
+// policy's.
+const gvisorMemoryOverhead = 48 << 20
+
 // gvisorAgentDir is where the agent binds its socket, in the sandbox.
 const gvisorAgentDir = "/.warden/agent"
 
@@ -337,6 +342,17 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, error) {
 		limit := n + gvisorPidsOverhead
 		res.Pids, linux.Resources = &specs.LinuxPids{Limit: &limit}, &res
 	}
+	// And its memory holds gVisor's kernel beside the sandbox's processes.
+	if r := linux.Resources; r != nil && r.Memory != nil && r.Memory.Limit != nil && *r.Memory.Limit > 0 {
+		res, mem := *r, *r.Memory
+		limit := *r.Memory.Limit + gvisorMemoryOverhead
+		mem.Limit = &limit
+		if mem.Swap != nil && *mem.Swap > 0 {
+			swap := *mem.Swap + gvisorMemoryOverhead
+			mem.Swap = &swap
+		}
+		res.Memory, linux.Resources = &mem, &res
+	}
 	// gVisor applies no seccomp filter of the spec without --oci-seccomp,
 	// and would turn its ENOSYS answers (clone3) into EPERM: the sentry's
 	// own filter stands between the sandbox and the host.
@@ -485,7 +501,7 @@ func (c *gvisorContainer) resume() error {
 // processes lists the sandbox's host processes (runsc's sentry and gofer
 // and what they started), from its cgroup.
 func (c *gvisorContainer) processes() ([]int, error) {
-	return nil, errors.New("listing the processes of a gvisor sandbox is not supported yet")
+	return nil, errors.New("not available under engine gvisor yet (runsc does not let warden signal the sandbox's processes one by one); `warden session rm` ends them all")
 }
 
 // destroy stops the sandbox and removes runsc's state of it. A runsc
