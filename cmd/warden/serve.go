@@ -32,6 +32,9 @@ var serveCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
+		// From here on SIGINT and SIGTERM stop it cleanly, exit 0.
+		ctx, stop := signal.NotifyContext(context.Background(), unix.SIGINT, unix.SIGTERM)
+		defer stop()
 		c := client(cliContext)
 		if _, err := c.Ping(); err != nil { // starts the daemon, as every command does
 			return err
@@ -64,8 +67,6 @@ var serveCommand = &cli.Command{
 		} else {
 			fmt.Fprintf(w, "token: in %s (mode 0600)\n", dashboard.TokenPath(c.Root))
 		}
-		ctx, stop := signal.NotifyContext(context.Background(), unix.SIGINT, unix.SIGTERM)
-		defer stop()
 		hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
 			BaseContext: func(net.Listener) context.Context { return ctx }} // live pages end with the server
 		go func() {
