@@ -248,7 +248,7 @@ const sleeperPolicy = `name = "dash-test"
 [fs]
 write = ["$WORK_DIR"]
 [exec]
-allow = ["sh", "sleep", "true"]
+allow = ["sh", "sleep", "true", "cat"]
 [limits]
 timeout = "5m"
 `
@@ -372,6 +372,11 @@ func TestDashboardAuth(t *testing.T) {
 		res := d.do(request{path: "/", cookie: cookie})
 		if res.status != http.StatusOK || !strings.Contains(res.body, id) {
 			t.Fatalf("GET / signed in: status %d; the session %s is not on it", res.status, id)
+		}
+		for path, want := range map[string]string{"/static/app.js": "EventSource", "/static/style.css": "font"} {
+			if res := d.do(request{path: path, cookie: cookie}); res.status != http.StatusOK || !strings.Contains(res.body, want) {
+				t.Errorf("GET %s signed in: status %d, body %.80q", path, res.status, res.body)
+			}
 		}
 		for _, h := range []string{"Content-Security-Policy", "X-Frame-Options", "X-Content-Type-Options"} {
 			if res.header.Get(h) == "" {

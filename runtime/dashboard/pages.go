@@ -18,14 +18,18 @@ import (
 //go:embed web
 var webFS embed.FS
 
-// staticFS serves /static/: the page's script and style sheet.
-var staticFS = func() fs.FS {
-	sub, err := fs.Sub(webFS, "web")
+// static serves one embedded file of web/: the pages' script or style
+// sheet.
+func static(name, contentType string) http.HandlerFunc {
+	data, err := fs.ReadFile(webFS, "web/"+name)
 	if err != nil {
-		panic(err)
+		panic(err) // embedded: a build without it does not exist
 	}
-	return sub
-}()
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.Write(data)
+	}
+}
 
 // html/template escapes every value an agent could choose (argv, paths,
 // host names in audit lines) for where it stands; nothing here is marked

@@ -90,7 +90,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.Handle("POST /logout", s.changes(s.logout))
 	s.mux.Handle("GET /pools", s.authed(s.poolsPage))
 	s.mux.Handle("GET /metrics", s.authed(metrics.ServeHTTP))
-	s.mux.Handle("GET /static/", s.authed(http.FileServerFS(staticFS).ServeHTTP))
+	s.mux.Handle("GET /static/app.js", s.authed(static("app.js", "text/javascript; charset=utf-8")))
+	s.mux.Handle("GET /static/style.css", s.authed(static("style.css", "text/css; charset=utf-8")))
 	// Pending approvals (issue 16's command rules) get their page and
 	// their approve / deny routes here once the daemon has them; until
 	// then the dashboard shows none, and says nothing of them.
@@ -105,7 +106,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: with no-referrer a browser sends
+	// "Origin: null" on the pages' own forms, which changes refuses.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	if !s.hosts[strings.ToLower(r.Host)] {
 		http.Error(w, fmt.Sprintf("warden serve answers only requests for %s (or localhost); this one is for another host", s.cfg.Addr), http.StatusMisdirectedRequest)
