@@ -532,8 +532,8 @@ func TestDashboardMetrics(t *testing.T) {
 	if res := r.warden("pool", "fill", "--policy", pol, "--size", "1"); res.Exit != 0 {
 		t.Fatalf("pool fill: %s", res.Stderr)
 	}
-	pooled := r.create("pooled", pol, tempDir(t))
-	if res := r.warden("session", "freeze", pooled); res.Exit != 0 {
+	r.create("pooled", pol, tempDir(t))
+	if res := r.warden("session", "freeze", id); res.Exit != 0 {
 		t.Fatalf("freeze: %s", res.Stderr)
 	}
 	var m map[string]*dtoFamily
@@ -577,7 +577,7 @@ func TestDashboardMetrics(t *testing.T) {
 	if h := m["warden_exec_duration_seconds"]; h == nil || h.GetType() != dto.MetricType_HISTOGRAM {
 		t.Errorf("warden_exec_duration_seconds is not a histogram")
 	}
-	r.warden("session", "thaw", pooled)
+	r.warden("session", "thaw", id)
 	r.warden("pool", "drain")
 }
 
