@@ -26,13 +26,13 @@ TAGS       := seccomp netgo osusergo urfave_cli_no_docs
 LDFLAGS    := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -extldflags "-static"
 UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/...
 CHAOS_ROUNDS ?= 50
-APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux mypy nodejs
+APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux mypy nodejs chromium
 
 .PHONY: build deps test integration python-client-test ts-client-build ts-client-test chaos k8s bench lint install clean help demo ci
 
 build: $(BIN) ## build bin/warden (static, cgo, seccomp)
 
-$(BIN): go.mod go.sum $(shell find cmd policies spec seccomp runtime \( -name '*.go' -o -name '*.c' -o -name '*.h' \) -not -name '*_test.go') $(wildcard policies/*.toml)
+$(BIN): go.mod go.sum $(shell find cmd policies spec seccomp runtime \( -name '*.go' -o -name '*.c' -o -name '*.h' \) -not -name '*_test.go') $(wildcard policies/*.toml) $(wildcard runtime/dashboard/web/*)
 	@test -f /usr/include/seccomp.h || $(MAKE) --no-print-directory deps
 	CGO_ENABLED=1 go build -trimpath -tags "$(TAGS)" -ldflags '$(LDFLAGS)' -o $@ ./cmd/warden
 

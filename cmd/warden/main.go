@@ -70,6 +70,7 @@ func newApp() *cli.App {
 			poolCommand,
 			execCommand,
 			logsCommand,
+			serveCommand,
 			gcCommand,
 			daemonCommand,
 			createCommand,

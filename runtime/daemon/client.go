@@ -115,6 +115,20 @@ func (c *Client) ThawAll() ([]SessionInfo, error) {
 	return r.Sessions, err
 }
 
+// Stats is what the daemon counted since it started (commands by outcome,
+// their durations, egress decisions) and each session's cgroup use and
+// running commands.
+func (c *Client) Stats() (Stats, error) {
+	r, err := c.call(request{Op: "stats"})
+	if err == nil && r.Stats == nil {
+		return Stats{}, &Error{Code: CodeInternal, Message: "the warden daemon answered the stats op without stats"}
+	}
+	if err != nil {
+		return Stats{}, err
+	}
+	return *r.Stats, nil
+}
+
 // GC removes what no live session or pool owns, and says what.
 func (c *Client) GC() ([]string, error) {
 	r, err := c.call(request{Op: "gc"})

@@ -42,6 +42,8 @@ type Daemon struct {
 	mu       sync.Mutex
 	sessions map[string]*daemonSession
 	pools    *pools // warm pools; see pool.go
+
+	counters *counters // the stats op's counts; see stats.go
 }
 
 type daemonSession struct {
@@ -49,6 +51,8 @@ type daemonSession struct {
 	running int  // commands in flight
 	execs   int  // commands run through this daemon
 	removed bool // by `session rm --force` while commands ran
+	// commands are those running now, for the stats op.
+	commands map[*execRequest]running
 }
 
 // ErrDaemonRunning is returned when another daemon holds the root.
@@ -69,7 +73,9 @@ func NewDaemon(rt *sandbox.Runtime, auditPath string) (*Daemon, error) {
 		lock.Close()
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	d := &Daemon{rt: rt, audit: audit, lock: lock, conns: newConnTable(), sessions: map[string]*daemonSession{}, pools: newPools(rt)}
+	d := &Daemon{rt: rt, audit: audit, lock: lock, conns: newConnTable(), sessions: map[string]*daemonSession{}, pools: newPools(rt),
+		counters: newCounters()}
+	audit.Observe(d.counters.observe)
 	rt.SetAuditLog(audit)
 	// Before anything is adopted or reaped: a pool state that cannot be
 	// read stops the start and changes nothing.
@@ -255,6 +261,9 @@ func (d *Daemon) handle(ctx context.Context, p peer) {
 		return
 	case "list":
 		answer.Sessions = d.list()
+	case "stats":
+		st := d.stats()
+		answer.Stats = &st
 	case "remove":
 		err = d.remove(req.ID, req.Force)
 	case "gc":
@@ -368,6 +377,10 @@ func (d *Daemon) exec(ctx context.Context, p peer, req *request, files []*os.Fil
 	d.mu.Lock()
 	s.running++
 	s.execs++
+	if s.commands == nil {
+		s.commands = map[*execRequest]running{}
+	}
+	s.commands[e] = running{argv: e.Argv, cwd: s.Cwd(e.Cwd), started: time.Now().UTC()}
 	d.mu.Unlock()
 	// The exec line comes when the command ends; this one says it
 	// started, should the daemon die (kill -9) before then.
@@ -409,6 +422,7 @@ func (d *Daemon) exec(ctx context.Context, p peer, req *request, files []*os.Fil
 	// --force) must not find the command still counted as running.
 	d.mu.Lock()
 	s.running--
+	delete(s.commands, e)
 	removed := s.removed
 	d.mu.Unlock()
 	if removed {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/agent"
+	"github.com/warden-sandbox/warden/runtime/internal/protocol"
 	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
@@ -27,6 +28,7 @@ var update = flag.Bool("update", false, "rewrite testdata/protocol from the type
 func protocolMessages() map[string]any {
 	vars := policies.Vars{SkillDir: "/skills/web", WorkDir: "/work/chat-7", DataDir: "/data/web", Home: "/root"}
 	created := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	mem, cpu := uint64(1<<20), uint64(25_000_000)
 	pool := &PoolRequest{Files: []string{"/skills/web/policy.toml"}, Vars: vars, Size: 2}
 	pools := []PoolInfo{{Policy: "web", Files: []string{"/skills/web/policy.toml"}, PolicyHash: "sha256:ae67", Key: "k1",
 		Size: 2, Ready: 1, Claimed: 1, Refilling: 1, Hits: 3, Misses: 1, Error: "last refill: out of memory"}}
@@ -46,11 +48,17 @@ func protocolMessages() map[string]any {
 		"request-freeze.all":  request{V: 1, Op: "freeze.all"},
 		"request-thaw.all":    request{V: 1, Op: "thaw.all"},
 		"reply-kill":          reply{Killed: 4},
-		"control":             control{Signal: 2},
-		"reply-ping":          reply{V: 1},
-		"reply-error":         reply{Error: "no such session: chat-7", Code: CodeNoSuchSession},
-		"reply-started":       reply{Started: true},
-		"reply-result":        reply{Result: &sandbox.ExecResult{ExitCode: 137, Signal: 9, OOM: true, TimedOut: true, Duration: 1500 * time.Millisecond, Error: "killed: timeout 1.5s exceeded"}},
+		"request-stats":       request{V: 1, Op: "stats"},
+		"reply-stats": reply{Stats: &Stats{Since: created, Commands: map[string]int64{"ok": 3, "failed": 1},
+			ExecSeconds: protocol.Histogram{Bounds: []float64{0.01, 1}, Counts: []uint64{2, 3}, Count: 4, Sum: 7.5},
+			Egress:      protocol.EgressStats{Allowed: 2, Denied: 1, BytesOut: 512, BytesIn: 4096},
+			Sessions: []SessionStats{{ID: "chat-7", MemoryBytes: &mem, CPUNanos: &cpu, UsageError: "cgroup gone",
+				Commands: []RunningCommand{{Argv: []string{"sleep", "60"}, Cwd: "/workspace", Started: created}}}}}},
+		"control":       control{Signal: 2},
+		"reply-ping":    reply{V: 1},
+		"reply-error":   reply{Error: "no such session: chat-7", Code: CodeNoSuchSession},
+		"reply-started": reply{Started: true},
+		"reply-result":  reply{Result: &sandbox.ExecResult{ExitCode: 137, Signal: 9, OOM: true, TimedOut: true, Duration: 1500 * time.Millisecond, Error: "killed: timeout 1.5s exceeded"}},
 		"reply-list": reply{Sessions: []SessionInfo{{ID: "chat-7", Policy: "web", Workspace: "/work/chat-7", State: "running",
 			Created: created, LastUsed: created.Add(time.Minute), Execs: 4, Running: 1, Pool: "k1"}}},
 		"reply-gc":   reply{Removed: []string{"sessions/old-1", "containers/old-1"}},
@@ -97,7 +105,7 @@ func TestProtocolSchema(t *testing.T) {
 		t.Errorf("testdata/protocol has %d files for %d messages: remove the stale ones", len(files), len(msgs))
 	}
 	// Every op the daemon serves has its request.
-	for _, op := range []string{"ping", "create", "exec", "list", "remove", "gc", "pool.fill", "pool.status", "pool.drain", "freeze", "thaw", "kill", "freeze.all", "thaw.all"} {
+	for _, op := range []string{"ping", "create", "exec", "list", "remove", "gc", "pool.fill", "pool.status", "pool.drain", "freeze", "thaw", "kill", "freeze.all", "thaw.all", "stats"} {
 		if _, ok := msgs["request-"+op]; !ok {
 			t.Errorf("no golden request for op %s", op)
 		}

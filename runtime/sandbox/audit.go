@@ -72,6 +72,17 @@ type AuditLog struct {
 	reserved int64
 	// failing: the last write failed, and the daemon's log said so once.
 	failing bool
+	// observe, when set, sees every record written (or that failed to
+	// be): the daemon counts commands and egress decisions from them.
+	observe func(AuditRecord)
+}
+
+// Observe makes f see every record the log is given, before it is
+// written; f must be quick and must not write to the log.
+func (a *AuditLog) Observe(f func(AuditRecord)) {
+	a.mu.Lock()
+	a.observe = f
+	a.mu.Unlock()
 }
 
 // ErrAuditWrite says a record could not be written to the audit log; a
@@ -171,6 +182,9 @@ func (a *AuditLog) Write(r AuditRecord) error {
 	line := append(TerminalSafe(data), '\n')
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.observe != nil {
+		a.observe(r)
+	}
 	err = a.appendLine(line)
 	switch {
 	case err != nil && !a.failing:

@@ -73,6 +73,56 @@ func memoryOnly() ([]cgroup1.Subsystem, error) {
 	return nil, fmt.Errorf("no memory cgroup controller")
 }
 
+// Usage is what a session's cgroup uses: memory charged to it now (bytes)
+// and CPU time its processes used so far (nanoseconds).
+func (s *Session) Usage() (memory, cpu uint64, err error) {
+	path := s.rt.cgroupPath(s.ContainerID())
+	if cgroups.Mode() == cgroups.Unified {
+		m, err := cgroup2.Load(path)
+		if err != nil {
+			return 0, 0, err
+		}
+		st, err := m.Stat()
+		if err != nil {
+			return 0, 0, err
+		}
+		if st.Memory == nil || st.CPU == nil {
+			return 0, 0, fmt.Errorf("cgroup %s: no memory or cpu statistics", path)
+		}
+		return st.Memory.Usage, st.CPU.UsageUsec * 1000, nil
+	}
+	c, err := cgroup1.Load(cgroup1.StaticPath(path), cgroup1.WithHierarchy(memoryAndCPU))
+	if err != nil {
+		return 0, 0, err
+	}
+	st, err := c.Stat(cgroup1.IgnoreNotExist)
+	if err != nil {
+		return 0, 0, err
+	}
+	if st.Memory == nil || st.Memory.Usage == nil || st.CPU == nil || st.CPU.Usage == nil {
+		return 0, 0, fmt.Errorf("cgroup %s: no memory or cpuacct statistics", path)
+	}
+	return st.Memory.Usage.Usage, st.CPU.Usage.Total, nil
+}
+
+// memoryAndCPU limits cgroup1 to the memory and cpuacct hierarchies.
+func memoryAndCPU() ([]cgroup1.Subsystem, error) {
+	all, err := cgroup1.Default()
+	if err != nil {
+		return nil, err
+	}
+	var out []cgroup1.Subsystem
+	for _, s := range all {
+		if s.Name() == cgroup1.Memory || s.Name() == cgroup1.Cpuacct {
+			out = append(out, s)
+		}
+	}
+	if len(out) != 2 {
+		return nil, fmt.Errorf("no memory or cpuacct cgroup controller")
+	}
+	return out, nil
+}
+
 // sawOOM reports whether the OOM killer struck since the last call.
 func (s *Session) sawOOM() bool {
 	n := s.oomKills()

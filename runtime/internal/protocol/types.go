@@ -31,7 +31,7 @@ type Request struct {
 	// V is the protocol version the client speaks; 0 (absent, as the
 	// clients before versions sent) means 1.
 	V      int            `json:"v,omitempty"`
-	Op     string         `json:"op"` // ping, create, exec, list, remove, gc, freeze, thaw, kill, freeze.all, thaw.all
+	Op     string         `json:"op"` // ping, create, exec, list, remove, gc, freeze, thaw, kill, freeze.all, thaw.all, stats
 	ID     string         `json:"id,omitempty"`
 	Create *CreateRequest `json:"create,omitempty"`
 	Exec   *ExecRequest   `json:"exec,omitempty"`
@@ -72,6 +72,7 @@ type Reply struct {
 	Removed  []string      `json:"removed,omitempty"`
 	Pools    []PoolInfo    `json:"pools,omitempty"`
 	Killed   int           `json:"killed,omitempty"` // kill: processes killed
+	Stats    *Stats        `json:"stats,omitempty"`  // stats
 }
 
 // Result is how a command ended.
@@ -126,4 +127,62 @@ type PoolInfo struct {
 	Hits       int      `json:"hits"`
 	Misses     int      `json:"misses"`
 	Error      string   `json:"error,omitempty"`
+}
+
+// Stats is what a daemon has counted since it started, and what its
+// sessions use now (the stats op; warden serve's pages and /metrics).
+type Stats struct {
+	// Since is when this daemon started: the counts below count from then.
+	Since    time.Time      `json:"since"`
+	Sessions []SessionStats `json:"sessions,omitempty"`
+	// Commands counts the commands that ended, by outcome: ok (exit 0),
+	// failed (another exit code), signal, timeout, oom, not_started (126
+	// or 127: not found, not allowed, cannot run) and error (warden did
+	// not run it or lost it: a frozen session, a refused request, a
+	// sandbox that stopped).
+	Commands map[string]int64 `json:"commands"`
+	// ExecSeconds is the time commands took from the daemon's request to
+	// the sandbox to their end (those that ran, whatever their exit).
+	ExecSeconds Histogram   `json:"execSeconds"`
+	Egress      EgressStats `json:"egress"`
+}
+
+// SessionStats is one session's use of its cgroup and its running
+// commands.
+type SessionStats struct {
+	ID string `json:"id"`
+	// MemoryBytes is the memory charged to the session's cgroup now;
+	// CPUNanos the CPU time its processes used so far. Absent when the
+	// cgroup could not be read (UsageError says why).
+	MemoryBytes *uint64          `json:"memoryBytes,omitempty"`
+	CPUNanos    *uint64          `json:"cpuNanos,omitempty"`
+	UsageError  string           `json:"usageError,omitempty"`
+	Commands    []RunningCommand `json:"commands,omitempty"`
+}
+
+// RunningCommand is a command running in a session.
+type RunningCommand struct {
+	Argv    []string  `json:"argv"`
+	Cwd     string    `json:"cwd,omitempty"`
+	Started time.Time `json:"started"`
+}
+
+// Histogram is a cumulative histogram: Counts[i] observations at most
+// Bounds[i]; Count and Sum of them all.
+type Histogram struct {
+	Bounds []float64 `json:"bounds"`
+	Counts []uint64  `json:"counts"`
+	Count  uint64    `json:"count"`
+	Sum    float64   `json:"sum"`
+}
+
+// EgressStats counts the egress proxy's decisions for the daemon's
+// sessions: connections (CONNECT, SOCKS5) and plain HTTP requests allowed
+// and denied, and the bytes of the allowed ones, out from the sandbox and
+// in to it.
+type EgressStats struct {
+	Allowed  int64 `json:"allowed"`
+	Denied   int64 `json:"denied"`
+	BytesOut int64 `json:"bytesOut"`
+	BytesIn  int64 `json:"bytesIn"`
 }

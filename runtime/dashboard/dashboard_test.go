@@ -1,0 +1,136 @@
+package dashboard
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/warden-sandbox/warden/runtime/daemon"
+)
+
+func TestLoadToken(t *testing.T) {
+	root := t.TempDir()
+	tok, created, err := LoadToken(root)
+	if err != nil || !created || len(tok) != 64 {
+		t.Fatalf("first LoadToken: %q, created %v, %v", tok, created, err)
+	}
+	fi, err := os.Stat(TokenPath(root))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v, mode %v; want 0600", err, fi.Mode())
+	}
+	again, created, err := LoadToken(root)
+	if err != nil || created || again != tok {
+		t.Fatalf("second LoadToken: %q, created %v, %v; want the same token, not made", again, created, err)
+	}
+	for name, setup := range map[string]func(path string) error{
+		"readable by others": func(p string) error { return os.Chmod(p, 0o644) },
+		"a symbolic link": func(p string) error {
+			other := filepath.Join(filepath.Dir(p), "elsewhere")
+			os.WriteFile(other, []byte(tok+"\n"), 0o600)
+			os.Remove(p)
+			return os.Symlink(other, p)
+		},
+		"not a token": func(p string) error { return os.WriteFile(p, []byte("hello\n"), 0o600) },
+		"a folder":    func(p string) error { os.Remove(p); return os.Mkdir(p, 0o700) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			if _, _, err := LoadToken(root); err != nil {
+				t.Fatal(err)
+			}
+			if err := setup(TokenPath(root)); err != nil {
+				t.Fatal(err)
+			}
+			if got, _, err := LoadToken(root); err == nil || got != "" {
+				t.Errorf("LoadToken took %q, want a refusal", got)
+			}
+		})
+	}
+}
+
+func TestArgvText(t *testing.T) {
+	for argv, want := range map[string]string{
+		"ls\x00-l":                    "ls -l",
+		"sh\x00-c\x00echo hi":         "sh -c 'echo hi'",
+		"echo\x00it's":                `echo 'it'\''s'`,
+		"echo\x00":                    "echo ''",
+		"cat\x00<script>alert(1)</x>": "cat '<script>alert(1)</x>'",
+	} {
+		if got := argvText(strings.Split(argv, "\x00")); got != want {
+			t.Errorf("argvText(%q) = %q, want %q", argv, got, want)
+		}
+	}
+}
+
+// TestChecks holds the checks that come before the daemon is asked
+// anything: Host, token, sign-in cookie and CSRF token.
+func TestChecks(t *testing.T) {
+	token := strings.Repeat("ab", 32)
+	// A root no daemon serves, and a binary that cannot start one: the
+	// requests below must be refused before either is looked at.
+	s, err := New(Config{Client: &daemon.Client{Root: filepath.Join(t.TempDir(), "root"), Binary: "/bin/false"},
+		AuditLog: "/nonexistent", Addr: "127.0.0.1:8765", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(method, target, host string, form url.Values, cookie *http.Cookie, header ...string) *httptest.ResponseRecorder {
+		var r *http.Request
+		if form != nil {
+			r = httptest.NewRequest(method, target, strings.NewReader(form.Encode()))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		} else {
+			r = httptest.NewRequest(method, target, nil)
+		}
+		r.Host = host
+		if cookie != nil {
+			r.AddCookie(cookie)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			r.Header.Set(header[i], header[i+1])
+		}
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		return w
+	}
+	const here = "127.0.0.1:8765"
+	if w := do("GET", "/metrics", "evil.example:8765", nil, nil, "Authorization", "Bearer "+token); w.Code != http.StatusMisdirectedRequest {
+		t.Errorf("foreign Host: %d, want 421", w.Code)
+	}
+	if w := do("GET", "/metrics", here, nil, nil); w.Code != http.StatusUnauthorized {
+		t.Errorf("no token: %d, want 401", w.Code)
+	}
+	if w := do("GET", "/metrics", here, nil, nil, "Authorization", "Bearer "+strings.Repeat("cd", 32)); w.Code != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d, want 401", w.Code)
+	}
+	if w := do("POST", "/all/freeze", here, url.Values{"token": {token}}, nil, "Authorization", "Bearer "+token); w.Code != http.StatusUnauthorized {
+		t.Errorf("a change with the token but no sign-in: %d, want 401", w.Code)
+	}
+	w := do("GET", "/login?token="+token, "localhost:8765", nil, nil)
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d, want 303", w.Code)
+	}
+	cookie := w.Result().Cookies()[0]
+	if !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode {
+		t.Errorf("cookie %v: want HttpOnly and SameSite=Strict", cookie)
+	}
+	if w := do("POST", "/all/freeze", here, url.Values{"csrf": {"x"}}, cookie); w.Code != http.StatusForbidden {
+		t.Errorf("a change without the CSRF token: %d, want 403", w.Code)
+	}
+	var csrf string
+	s.mu.Lock()
+	csrf = s.logins[cookie.Value].csrf
+	s.mu.Unlock()
+	if w := do("POST", "/all/freeze", here, url.Values{"csrf": {csrf}}, cookie, "Origin", "http://evil.example"); w.Code != http.StatusForbidden {
+		t.Errorf("a change from another site: %d, want 403", w.Code)
+	}
+	if w := do("POST", "/sessions/x/unknown", here, url.Values{"csrf": {csrf}}, cookie, "Origin", "http://"+here); w.Code != http.StatusNotFound {
+		t.Errorf("an unknown action: %d, want 404", w.Code)
+	}
+	if _, err := New(Config{Addr: "0.0.0.0:8765", Token: token}); err == nil {
+		t.Errorf("New took a non-loopback address")
+	}
+}
