@@ -232,12 +232,15 @@ func TestDaemonConnectionFlood(t *testing.T) {
 		t.Errorf("a stream ping among %d idle connections: %+v after %s; want {v: 1} within 3s", flood, got.last, time.Since(start).Round(time.Millisecond))
 	}
 	// The newest idle connection is still open; the daemon closes it
-	// when it has sent nothing for a while.
+	// when it has sent nothing for a while, or sooner for a newer one:
+	// which of the two sockets' connections the daemon took last is its
+	// accept order, not the order they were made in. Either way it says
+	// why.
 	last := conns[len(conns)-1]
 	last.SetReadDeadline(time.Now().Add(8 * time.Second))
 	buf := make([]byte, 4096)
 	n, err := last.Read(buf)
-	if err != nil || !strings.Contains(string(buf[:n]), "within") {
+	if said := string(buf[:n]); err != nil || !strings.Contains(said, "within") && !strings.Contains(said, "sent no request and was closed") {
 		t.Errorf("an idle connection: read %q, %v; want the daemon to say it sent no request in time", buf[:n], err)
 	}
 	if n, err := last.Read(buf); err == nil && n > 0 {
