@@ -184,13 +184,17 @@ func (r *wardenRoot) processes() []int {
 // killDaemon stops the daemon with sig and waits until it is gone.
 func (r *wardenRoot) killDaemon(sig syscall.Signal) {
 	r.t.Helper()
-	// The daemon only: runsc's processes of a gVisor sandbox name the
-	// root too, and a daemon's death leaves its sandboxes running.
-	pids := r.daemonPids()
+	// The daemon and its clients, which name the root too; not runsc's
+	// processes of a gVisor sandbox, which a daemon's death leaves running.
+	var pids []int
+	for _, pid := range r.processes() {
+		if argv0, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); !bytes.HasPrefix(argv0, []byte("runsc")) {
+			pids = append(pids, pid)
+		}
+	}
 	for _, pid := range pids {
 		syscall.Kill(pid, sig)
 	}
-	r.waitGone(r.daemonPids, "the daemon of "+r.root)
 	// A dying process loses its command line before its descriptors, and
 	// its main thread turns zombie while other threads still hold them:
 	// wait until only a zombie main thread is left, or nothing, so its
