@@ -55,6 +55,7 @@ func compose(op string, ps []*Policy, union bool) (*Policy, error) {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	out.Limits = composeLimits(ps, union)
+	out.Commands = composeCommands(cutting(ps, union, func(o Omitted) bool { return o.Commands }), union)
 	out.Omitted = composeOmitted(ps)
 	return out, nil
 }
@@ -81,7 +82,7 @@ func composeOmitted(ps []*Policy) Omitted {
 	for _, p := range ps[1:] {
 		q := p.Omitted
 		o = Omitted{
-			FS: o.FS && q.FS, Exec: o.Exec && q.Exec, Network: o.Network && q.Network, Env: o.Env && q.Env,
+			FS: o.FS && q.FS, Exec: o.Exec && q.Exec, Network: o.Network && q.Network, Env: o.Env && q.Env, Commands: o.Commands && q.Commands,
 			Memory: o.Memory && q.Memory, Pids: o.Pids && q.Pids, CPU: o.CPU && q.CPU, Timeout: o.Timeout && q.Timeout, Idle: o.Idle && q.Idle,
 		}
 	}

@@ -40,6 +40,8 @@ type Daemon struct {
 	mu       sync.Mutex
 	sessions map[string]*daemonSession
 	pools    *pools // warm pools; see pool.go
+
+	approvals *approvalQueue // commands waiting for a human; see approvals.go
 }
 
 type daemonSession struct {
@@ -67,8 +69,10 @@ func NewDaemon(rt *sandbox.Runtime, auditPath string) (*Daemon, error) {
 		lock.Close()
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	d := &Daemon{rt: rt, audit: audit, lock: lock, conns: newConnTable(), sessions: map[string]*daemonSession{}, pools: newPools(rt)}
+	d := &Daemon{rt: rt, audit: audit, lock: lock, conns: newConnTable(), sessions: map[string]*daemonSession{}, pools: newPools(rt),
+		approvals: newApprovalQueue()}
 	rt.SetAuditLog(audit)
+	rt.SetApprover(d.approvals.wait)
 	// Before anything is adopted or reaped: a pool state that cannot be
 	// read stops the start and changes nothing.
 	if err := d.pools.load(); err != nil {
@@ -254,6 +258,10 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 		answer.Killed, err = d.killSwitch(conn, req.Op, req.ID)
 	case "freeze.all", "thaw.all":
 		answer.Sessions, err = d.killSwitchAll(conn, req.Op)
+	case "approvals.ls":
+		answer.Approvals = d.Approvals()
+	case "approvals.approve", "approvals.deny":
+		err = d.answerOp(conn, &req)
 	case "pool.fill", "pool.status", "pool.drain":
 		answer.Pools, err = d.poolOp(req.Op, req.Pool)
 	default:
