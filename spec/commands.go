@@ -98,6 +98,11 @@ func (g *generator) commandStubs() error {
 			if strings.ContainsAny(s, ":=") {
 				return fmt.Errorf("%w: commands: %s has ':' or '=' in its path; rules cannot hold it", ErrInvalid, s)
 			}
+			// exec.allow's bind of the program becomes the stub's.
+			if i := slices.IndexFunc(g.b.Spec.Mounts, func(m specs.Mount) bool { return m.Destination == s }); i >= 0 {
+				g.b.Spec.Mounts[i].Source = g.o.Agent
+				continue
+			}
 			if !g.underBind(s) {
 				g.addRootfs(Entry{Path: s, Kind: File})
 			}

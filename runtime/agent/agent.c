@@ -1131,9 +1131,9 @@ static void rules_message(void)
 	free(a.error);
 	struct event ev = {0};
 	int master = -1;
+	/* No leftover kill at its end (c->stdio stays empty): its stdio are
+	 * its caller's in the sandbox, still running and holding them. */
 	pid_t pid = start_ruled(&agent.cfg, &c->req, c->fds, 3, &master, &ev, c->prog);
-	if (pid)
-		stdio_files_of(c->fds, 3, -1, &c->stdio);
 	close_fds_of(c);
 	if (!pid) {
 		send_event(c->fd, &ev, -1);

@@ -1,0 +1,302 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Command rules ([commands], docs/policy.md#command-rules): deny, ask and
+// allow hold however the ruled program is started inside the sandbox, an
+// ask waits for `warden approvals approve|deny`, and every decision is an
+// audit line.
+
+const rulesPolicy = `name = "rules"
+[fs]
+write = ["$WORK_DIR"]
+[exec]
+workspace = true   # copies in the workspace and /tmp could run: they must not run git
+[commands]
+deny = ["git config --global **"]
+ask = ["git push **"]
+allow = ["git push --dry-run **"]
+timeout = "4s"
+`
+
+// startedBy are the ways a sandboxed command could start git; ARGS
+// stands for git's arguments. Each must meet the rules.
+var startedBy = []struct{ name, script string }{
+	{"sh -c", "git ARGS"},
+	{"a script", "echo 'git ARGS' > s.sh; sh s.sh"},
+	{"make", "printf 'all:\\n\\tgit ARGS\\n' > Makefile; make -s"},
+	{"env", "env git ARGS"},
+	{"xargs", "echo ARGS | xargs git"},
+	{"absolute path", "/usr/bin/git ARGS"},
+	{"the /bin link", "/bin/git ARGS"},
+	{"git's other copy", "/usr/lib/git-core/git ARGS"},
+	{"dynamic loader", "/lib64/ld-linux-x86-64.so.2 /usr/bin/git ARGS"},
+	{"loader, other copy", "/lib64/ld-linux-x86-64.so.2 /usr/lib/git-core/git ARGS"},
+	{"a symlink", "ln -sf /usr/bin/git /tmp/l; /tmp/l ARGS"},
+	{"python execv", "python3 -c 'import os,sys; os.execv(\"/usr/bin/git\", [\"git\"] + sys.argv[1:])' ARGS"},
+	{"bash exec -a", "bash -c 'exec -a other git \"$@\"' x ARGS"},
+	{"git alias", "git -c alias.x='!git ARGS' x"},
+}
+
+// notRun are ways to get git's bytes running some other way: each must
+// fail without running git at all.
+var notRun = []struct{ name, script string }{
+	{"a copy in /tmp", "cp /usr/bin/git /tmp/g && /tmp/g --version"},
+	{"a copy of the other", "cp /usr/lib/git-core/git ./g2 && ./g2 --version"},
+	{"a copy, by the loader", "cp /usr/bin/git ./g3 && /lib64/ld-linux-x86-64.so.2 ./g3 --version"},
+	{"the running program's /proc/PID/exe", "git -c alias.x='!/proc/$PPID/exe --version' x"},
+	{"reading /proc/PID/exe", "git -c alias.x='!cat /proc/$PPID/exe > ./g4 && chmod +x ./g4 && ./g4 --version' x"},
+}
+
+func TestCommandRules(t *testing.T) {
+	r := newRoot(t)
+	ws := tempDir(t)
+	id := r.create("rules", r.policy(rulesPolicy), ws)
+	r.sh(id, `cd /workspace && git init -q --bare bare.git && git init -q r && cd r &&
+		git -c user.email=a@example.com -c user.name=a commit -q --allow-empty -m one && git remote add origin /workspace/bare.git`)
+	exec := func(script string) sandboxResult {
+		return r.exec(id, []string{"--cwd", "/workspace/r"}, "sh", "-c", script)
+	}
+
+	t.Run("allowed", func(t *testing.T) {
+		// No rule matches: git runs as before, however started.
+		for _, how := range startedBy {
+			res := exec(strings.ReplaceAll(how.script, "ARGS", "--version"))
+			if res.Exit != 0 || !strings.Contains(res.Stdout, "git version") {
+				t.Errorf("%s: git --version: exit %d, stdout %q, stderr %q", how.name, res.Exit, res.Stdout, res.Stderr)
+			}
+		}
+		// An allow more specific than the ask runs at once.
+		start := time.Now()
+		res := r.exec(id, []string{"--cwd", "/workspace/r"}, "git", "push", "--dry-run", "origin", "HEAD:dry")
+		if res.Exit != 0 || strings.Contains(res.Stderr, "waiting") || time.Since(start) > 3*time.Second {
+			t.Errorf("git push --dry-run: exit %d after %s, stderr %q", res.Exit, time.Since(start), res.Stderr)
+		}
+		if res := exec("sh -c 'git push --dry-run origin HEAD:dry'"); res.Exit != 0 || strings.Contains(res.Stderr, "waiting") {
+			t.Errorf("git push --dry-run from a shell: exit %d, stderr %q", res.Exit, res.Stderr)
+		}
+	})
+
+	t.Run("deny", func(t *testing.T) {
+		rule := `denied by commands.deny "git config --global **"`
+		if res := r.exec(id, nil, "git", "config", "--global", "user.name", "evil"); res.Exit != 126 || !singleLine(res.Stderr, rule) {
+			t.Errorf("top level: exit %d, stderr %q", res.Exit, res.Stderr)
+		}
+		for _, how := range startedBy {
+			res := exec(strings.ReplaceAll(how.script, "ARGS", "config --global user.name evil"))
+			if res.Exit == 0 || !strings.Contains(res.Stderr, rule) {
+				t.Errorf("%s: exit %d, stderr %q; want a refusal naming the rule", how.name, res.Exit, res.Stderr)
+			}
+		}
+		// Nothing got through: no global configuration was written.
+		if out := r.sh(id, `cat "$HOME/.gitconfig" 2>/dev/null; echo end`); out != "end\n" {
+			t.Errorf("a denied git config wrote %q", out)
+		}
+		// git config without --global is no rule's: it runs.
+		if res := exec("git config user.name fine && git config user.name"); res.Exit != 0 || res.Stdout != "fine\n" {
+			t.Errorf("git config (local): exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
+		}
+	})
+
+	t.Run("not run", func(t *testing.T) {
+		for _, how := range notRun {
+			res := exec(how.script)
+			if res.Exit == 0 || strings.Contains(res.Stdout, "git version") {
+				t.Errorf("%s: exit %d, stdout %q, stderr %q; want git not to run", how.name, res.Exit, res.Stdout, res.Stderr)
+			}
+		}
+	})
+
+	t.Run("ask", func(t *testing.T) {
+		// Every way of starting it waits in the queue; denied, it exits 126.
+		for i, how := range startedBy {
+			script := strings.ReplaceAll(how.script, "ARGS", "push origin HEAD:b"+string(rune('a'+i)))
+			bg, stderr := r.background(id, script)
+			a, ok := r.waitApproval(t, id, "push")
+			if !ok {
+				t.Errorf("%s: the push did not wait for an answer", how.name)
+				continue
+			}
+			if a.Rule != `commands.ask "git push **"` || a.Cwd != "/workspace/r" || a.Session != id || a.Policy != "rules" || a.Since.IsZero() {
+				t.Errorf("%s: listed as %+v", how.name, a)
+			}
+			if res := r.warden("approvals", "deny", a.ID, "--reason", "not now"); res.Exit != 0 {
+				t.Fatalf("approvals deny: exit %d, stderr %q", res.Exit, res.Stderr)
+			}
+			err := bg.Wait()
+			if code := exitCode(err); code == 0 || !strings.Contains(stderr.String(), "waiting for approval "+a.ID) ||
+				!strings.Contains(stderr.String(), `(commands.ask "git push **", denied: not now)`) {
+				t.Errorf("%s: exit %d, stderr %q", how.name, code, stderr.String())
+			}
+		}
+		if out, err := hostRun("git", "--git-dir", filepath.Join(ws, "bare.git"), "branch", "--list"); err != nil || strings.TrimSpace(out) != "" {
+			t.Errorf("a denied push pushed: %q %v", out, err)
+		}
+	})
+
+	t.Run("approve", func(t *testing.T) {
+		// Top level, then from a shell: approved, the push runs and its
+		// caller gets its output.
+		for _, argv := range [][]string{{"git", "push", "origin", "HEAD:main"}, {"sh", "-c", "git push origin HEAD:second; echo pushed $?"}} {
+			cmd := r.command(append([]string{"exec", "--session", id, "--cwd", "/workspace/r", "--"}, argv...)...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			a, ok := r.waitApproval(t, id, "push")
+			if !ok {
+				t.FailNow()
+			}
+			if wantParent := argv[0] == "sh"; (a.Parent != "") != wantParent {
+				t.Errorf("%v: parent %q", argv, a.Parent)
+			}
+			if res := r.warden("approvals", "approve", a.ID); res.Exit != 0 || res.Stdout != a.ID+" approved\n" {
+				t.Fatalf("approvals approve: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
+			}
+			err := cmd.Wait()
+			if exitCode(err) != 0 || !strings.Contains(stderr.String(), "[new branch]") || argv[0] == "sh" && stdout.String() != "pushed 0\n" {
+				t.Errorf("%v approved: exit %d, stdout %q, stderr %q", argv, exitCode(err), stdout.String(), stderr.String())
+			}
+		}
+		out, err := hostRun("git", "--git-dir", filepath.Join(ws, "bare.git"), "branch", "--list")
+		if err != nil || !strings.Contains(out, "main") || !strings.Contains(out, "second") {
+			t.Errorf("approved pushes did not land: %q %v", out, err)
+		}
+		if res := r.warden("approvals", "approve", "ap-0000000000"); res.Exit != 125 || !singleLine(res.Stderr, "waits for nothing") {
+			t.Errorf("approve of an unknown id: exit %d, stderr %q", res.Exit, res.Stderr)
+		}
+	})
+
+	t.Run("timeout", func(t *testing.T) {
+		start := time.Now()
+		res := r.exec(id, []string{"--cwd", "/workspace/r"}, "sh", "-c", "git push origin HEAD:late")
+		if res.Exit != 126 || !strings.Contains(res.Stderr, `(commands.ask "git push **", no answer within 4s)`) || time.Since(start) < 4*time.Second {
+			t.Errorf("unanswered: exit %d after %s, stderr %q", res.Exit, time.Since(start), res.Stderr)
+		}
+	})
+
+	t.Run("audit", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join(r.root, "audit.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var rec struct {
+				Event, Session, Rule, Decision, Approval, Reason string
+				UID                                              *int
+				Time                                             time.Time
+			}
+			json.Unmarshal([]byte(line), &rec)
+			if rec.Event != "command" {
+				continue
+			}
+			seen[rec.Decision]++
+			answered := rec.Decision == "approved" || rec.Decision == "denied"
+			if rec.Session != id || rec.Rule == "" || rec.Time.IsZero() || answered && (rec.UID == nil || *rec.UID != 0 || rec.Approval == "") {
+				t.Errorf("audit line %s", line)
+			}
+		}
+		if seen["deny"] < len(startedBy)+1 || seen["denied"] != len(startedBy) || seen["approved"] != 2 || seen["timeout"] != 1 || seen["allow"] < 2 {
+			t.Errorf("decisions in the audit log: %v", seen)
+		}
+	})
+	if res := r.warden("approvals", "ls"); res.Exit != 0 || strings.Count(res.Stdout, "\n") != 1 {
+		t.Errorf("approvals left waiting: %q", res.Stdout)
+	}
+}
+
+// TestCommandRulesExecAllow: under exec.allow, the rules hold at the
+// allowed program's one place, and git's other copy stays unreadable.
+func TestCommandRulesExecAllow(t *testing.T) {
+	r := newRoot(t)
+	id := r.create("rules-allow", r.policy(`name = "rules-allow"
+[exec]
+allow = ["git", "sh", "cat"]
+[commands]
+deny = ["git config --global **"]
+`), tempDir(t))
+	for _, script := range []string{"git config --global a.b c", "/usr/bin/git config --global a.b c", "/lib64/ld-linux-x86-64.so.2 /usr/bin/git config --global a.b c"} {
+		if res := r.exec(id, nil, "sh", "-c", script); res.Exit == 0 || !strings.Contains(res.Stderr, "denied by commands.deny") {
+			t.Errorf("%s: exit %d, stderr %q", script, res.Exit, res.Stderr)
+		}
+	}
+	if res := r.exec(id, nil, "sh", "-c", "git --version"); res.Exit != 0 || !strings.Contains(res.Stdout, "git version") {
+		t.Errorf("git --version: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
+	}
+	if res := r.exec(id, nil, "cat", "/usr/lib/git-core/git"); res.Exit == 0 {
+		t.Errorf("git's other copy is readable under exec.allow")
+	}
+}
+
+// background starts a script in a session, its stderr collected.
+func (r *wardenRoot) background(id, script string) (*exec.Cmd, *bytes.Buffer) {
+	r.t.Helper()
+	cmd := r.command("exec", "--session", id, "--cwd", "/workspace/r", "--", "sh", "-c", script)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, &stderr
+}
+
+type approvalInfo struct {
+	ID, Session, Policy, Cwd, Parent, Rule string
+	Argv                                   []string
+	Since                                  time.Time
+}
+
+// waitApproval waits until one command of session id whose argv holds
+// word is listed by `warden approvals ls`; false when none is within 5s.
+func (r *wardenRoot) waitApproval(t *testing.T, id, word string) (approvalInfo, bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		res := r.warden("approvals", "ls", "--format", "json")
+		var list []approvalInfo
+		if err := json.Unmarshal([]byte(res.Stdout), &list); err != nil {
+			t.Fatalf("approvals ls: %v: %q %q", err, res.Stdout, res.Stderr)
+		}
+		for _, a := range list {
+			if a.Session == id && strings.Contains(strings.Join(a.Argv, " "), word) {
+				return a, true
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("no approval for %q listed within 5s", word)
+	return approvalInfo{}, false
+}
+
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// singleLine: s is one line holding want.
+func singleLine(s, want string) bool {
+	return strings.Count(s, "\n") == 1 && strings.HasSuffix(s, "\n") && strings.Contains(s, want)
+}
+
+// hostRun runs a host command.
+func hostRun(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	return string(out), err
+}
