@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -299,4 +300,56 @@ func singleLine(s, want string) bool {
 func hostRun(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	return string(out), err
+}
+
+// TestCommandRulesPoolAndRestart: a session claimed from a warm pool holds
+// the rules, and so does one a restarted daemon adopted (it opens the
+// rules channel again); an ask waiting when the daemon dies is refused.
+func TestCommandRulesPoolAndRestart(t *testing.T) {
+	r := newRoot(t)
+	policy := r.policy(rulesPolicy)
+	if res := r.warden("pool", "fill", "--policy", policy, "--size", "1"); res.Exit != 0 {
+		t.Fatalf("pool fill: exit %d, stderr %q", res.Exit, res.Stderr)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(r.warden("pool", "status").Stdout, " 1 ") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	ws := tempDir(t)
+	id := r.create("rules-pooled", policy, ws)
+	if ls := r.warden("session", "ls", "--format", "json").Stdout; !strings.Contains(ls, `"pool": "`) {
+		t.Fatalf("the session was not claimed from the pool: %s", ls)
+	}
+	check := func(when string) {
+		t.Helper()
+		if res := r.exec(id, nil, "sh", "-c", "git config --global a.b c"); res.Exit != 126 || !strings.Contains(res.Stderr, "denied by commands.deny") {
+			t.Errorf("%s: git config --global: exit %d, stderr %q", when, res.Exit, res.Stderr)
+		}
+		if res := r.exec(id, nil, "sh", "-c", "git --version"); res.Exit != 0 || !strings.Contains(res.Stdout, "git version") {
+			t.Errorf("%s: git --version: exit %d, stdout %q, stderr %q", when, res.Exit, res.Stdout, res.Stderr)
+		}
+	}
+	check("claimed from the pool")
+
+	// A push waiting in the background, detached from any caller: when
+	// the daemon dies nobody can answer it, and it is refused.
+	r.sh(id, "setsid sh -c 'git push /nowhere HEAD 2>/workspace/push.err; echo $? >/workspace/push.exit' </dev/null >/dev/null 2>&1 &")
+	if _, ok := r.waitApproval(t, id, "push"); !ok {
+		t.FailNow()
+	}
+	r.killDaemon(syscall.SIGKILL)
+	deadline = time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if data, _ := os.ReadFile(filepath.Join(ws, "push.exit")); len(data) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	exit, _ := os.ReadFile(filepath.Join(ws, "push.exit"))
+	msg, _ := os.ReadFile(filepath.Join(ws, "push.err"))
+	if string(exit) != "126\n" || !strings.Contains(string(msg), "warden stopped answering for this session's command rules") {
+		t.Errorf("an ask waiting when the daemon died: exit %q, stderr %q", exit, msg)
+	}
+	r.warden("pool", "drain") // starts the daemon again, which adopts the session
+	check("adopted by a restarted daemon")
 }

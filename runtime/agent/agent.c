@@ -1090,6 +1090,15 @@ static void rules_message(void)
 		if (err) {
 			close(agent.rules); /* leaves the epoll set */
 			agent.rules = -1;
+			/* nobody will answer the calls waiting: refuse them */
+			struct conn *next;
+			for (struct conn *c = agent.conns; c; c = next) {
+				next = c->next;
+				if (c->stub && c->ask && !c->pid) {
+					stub_reply(c, 126, "warden stopped answering for this session's command rules; nothing was run", 1);
+					drop(c);
+				}
+			}
 		}
 		return;
 	}
