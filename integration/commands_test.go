@@ -212,6 +212,24 @@ func TestCommandRules(t *testing.T) {
 			t.Errorf("decisions in the audit log: %v", seen)
 		}
 	})
+
+	t.Run("flood", func(t *testing.T) {
+		// A sandbox cannot flood the queue: past 32 waiting, an ask is
+		// refused at once.
+		bg, stderr := r.background(id, "for i in $(seq 40); do git push origin HEAD:f$i & done; wait")
+		deadline := time.Now().Add(10 * time.Second)
+		var listed []approvalInfo
+		for time.Now().Before(deadline) && len(listed) < 32 {
+			json.Unmarshal([]byte(r.warden("approvals", "ls", "--format", "json").Stdout), &listed)
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
+		json.Unmarshal([]byte(r.warden("approvals", "ls", "--format", "json").Stdout), &listed)
+		bg.Wait()
+		if len(listed) != 32 || strings.Count(stderr.String(), "more than 32 commands of the session wait for approval") != 8 {
+			t.Errorf("40 asks at once: %d listed, stderr %q", len(listed), stderr.String())
+		}
+	})
 	if res := r.warden("approvals", "ls"); res.Exit != 0 || strings.Count(res.Stdout, "\n") != 1 {
 		t.Errorf("approvals left waiting: %q", res.Stdout)
 	}

@@ -61,6 +61,15 @@ func (g *generator) commandStubs() error {
 		return nil
 	}
 	if g.o.Agent == "" {
+		// Checked all the same: a rule no session could hold is an
+		// error wherever the policy is looked at (policy check).
+		for _, name := range c.Programs() {
+			if _, file, err := g.o.Host.lookExec(name); err == nil {
+				if err := compiledProgram(name, g.o.Host.path(file)); err != nil {
+					return err
+				}
+			}
+		}
 		g.warnf("commands: the rules hold only in warden's own sessions (warden exec, warden do); this bundle runs without them")
 		return nil
 	}
@@ -74,6 +83,9 @@ func (g *generator) commandStubs() error {
 		}
 		if !g.o.Policy.Exec.All && !slices.Contains(g.execPaths, at) {
 			continue // not in exec.allow: it cannot run at all
+		}
+		if err := compiledProgram(name, g.o.Host.path(file)); err != nil {
+			return err
 		}
 		i, ok := byFile[file]
 		if !ok {
@@ -116,6 +128,27 @@ func (g *generator) commandStubs() error {
 	}
 	g.commands = string(data)
 	return nil
+}
+
+// compiledProgram refuses a ruled program warden cannot hold: the agent
+// runs an allowed call from an in-memory copy of the program, which an
+// interpreter could not read a script from, nor find the script's own
+// files beside it (npm's require('../lib/cli.js')).
+func compiledProgram(name, file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, 4)
+	n, _ := io.ReadFull(f, head)
+	switch {
+	case n == 4 && string(head) == "\x7fELF":
+		return nil
+	case n >= 2 && string(head[:2]) == "#!":
+		return fmt.Errorf("%w: commands: %q is a script (%s starts with #!); command rules hold only for compiled programs: remove its rules, or rule the program that runs it", ErrInvalid, name, file)
+	}
+	return fmt.Errorf("%w: commands: %q (%s) is not a program warden can hold (not an ELF executable)", ErrInvalid, name, file)
 }
 
 // copiesOf lists the other places under the system folders that hold the

@@ -1003,6 +1003,7 @@ static void stub_call(struct conn *c, struct request *r, int *fds, int nfds)
 		return;
 	}
 	c->req = *r;
+	c->req.tty = 0; /* the stub passes its own stdio */
 	memcpy(c->fds, fds, sizeof c->fds);
 	c->nfds = 3;
 	c->prog = prog;

@@ -6,9 +6,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -32,6 +34,10 @@ const DeniedExitCode = 126
 
 // Approval is a command waiting for a human.
 type Approval = protocol.Approval
+
+// MaxWaitingAsks bounds the asks of one session waiting at once, so a
+// sandbox cannot flood the people who answer them.
+const MaxWaitingAsks = 32
 
 // Answer is a human's answer, or the timeout's.
 type Answer struct {
@@ -89,6 +95,13 @@ func (s *Session) decide(ctx context.Context, prog int, argv []string, cwd, pare
 		return commandDecision{line: fmt.Sprintf("%s: denied by %s", cmdline, d.Describe())}
 	}
 	timeout := s.policy.Commands.AskTimeout()
+	if n := s.asking.Add(1); n > MaxWaitingAsks {
+		s.asking.Add(-1)
+		rec.Decision, rec.Reason = "denied", fmt.Sprintf("more than %d commands of the session wait for approval", MaxWaitingAsks)
+		s.rt.auditSink().Write(rec)
+		return commandDecision{line: fmt.Sprintf("%s: refused (%s, %s; nothing was run)", cmdline, d.Describe(), rec.Reason)}
+	}
+	defer s.asking.Add(-1)
 	a := Approval{Session: s.ID, Policy: s.PolicyName, Argv: argv, Cwd: cwd, Parent: parent, Rule: d.Describe(),
 		Since: time.Now().UTC(), Timeout: timeout}
 	var ans Answer
@@ -130,9 +143,12 @@ func (s *Session) decide(ctx context.Context, prog int, argv []string, cwd, pare
 func shellLine(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+		switch {
+		case strings.ContainsFunc(a, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }):
+			q[i] = strconv.Quote(a) // no control character reaches a terminal
+		case a != "" && !strings.ContainsAny(a, " '\"\\$`*?[]{}()<>|&;#~"):
 			q[i] = a
-		} else {
+		default:
 			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
 	}

@@ -205,6 +205,7 @@ type Session struct {
 	persisted time.Time
 	hold      *os.File      // the session folder, locked (holdDir)
 	rulesConn *net.UnixConn // the agent's command-rules channel
+	asking    atomic.Int32  // asks waiting for an answer
 }
 
 // Policy is the session's policy.
