@@ -15,6 +15,8 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // Command rules ([commands]) hold however a program is started because the
@@ -232,28 +234,9 @@ func executablesBySize(h Host) map[int64][]string {
 }
 
 func dirsFingerprint(h Host) string {
-	s := sha256.New()
-	stamp := func(p string) {
-		if fi, err := os.Lstat(p); err == nil {
-			fmt.Fprintf(s, "%s %d\n", p, fi.ModTime().UnixNano())
-		}
+	dirs := make([]string, len(copyDirs))
+	for i, d := range copyDirs {
+		dirs[i] = h.path(d)
 	}
-	stamp(h.path("/var/lib/dpkg/status"))
-	for _, top := range copyDirs {
-		stamp(h.path(top))
-		a, _ := os.ReadDir(h.path(top))
-		for _, e := range a {
-			if e.IsDir() {
-				sub := filepath.Join(h.path(top), e.Name())
-				stamp(sub)
-				b, _ := os.ReadDir(sub)
-				for _, f := range b {
-					if f.IsDir() {
-						stamp(filepath.Join(sub, f.Name()))
-					}
-				}
-			}
-		}
-	}
-	return hex.EncodeToString(s.Sum(nil))
+	return hostfs.PackagesFingerprint(h.path("/var/lib/dpkg/status"), dirs...)
 }

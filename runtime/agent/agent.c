@@ -203,8 +203,6 @@ static int request_member(void *ctx, const char *key, const char *v, const char 
 		return read_bool(v, end, &r->rules);
 	if (!strcmp(key, "run"))
 		return read_int(v, end, 0, 1 << 20, &r->run);
-	if (!strcmp(key, "program"))
-		return read_int(v, end, 0, 1 << 20, &r->program);
 	if (!strcmp(key, "path"))
 		return read_text(v, end, &r->path, &r->nul);
 	if (!strcmp(key, "rows") || !strcmp(key, "cols")) {

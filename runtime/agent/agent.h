@@ -42,7 +42,6 @@ struct request {
 	unsigned rows, cols;
 	int rules;        /* the host's command-rules channel */
 	long long run;    /* 1 + the ruled program the host approved, for a stub argv[0] */
-	long long program; /* 1 + the ruled program a memfd message carries */
 	char *path;       /* a stub's: the path it was started by */
 	int nul; /* a string held a NUL byte, which no C string can carry */
 };
