@@ -175,6 +175,15 @@ static void run_stub(int argc, char **argv, char **envp)
 		free(e.error.p);
 		if (e.waiting)
 			continue;
+		if (e.exited && e.signal > 0 && e.signal < 65) {
+			/* killed by a signal: so is the stub, as its caller expects */
+			signal((int)e.signal, SIG_DFL);
+			sigset_t one;
+			sigemptyset(&one);
+			sigaddset(&one, (int)e.signal);
+			sigprocmask(SIG_UNBLOCK, &one, NULL);
+			raise((int)e.signal);
+		}
 		_exit((int)(e.code & 0xff));
 	}
 }
