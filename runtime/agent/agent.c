@@ -612,8 +612,6 @@ fail:;
 	return -1;
 }
 
-/* start forks and execs one command; it returns the pid, or 0 with ev
- * filled in. A terminal's master side goes to *master. */
 static int stub_program(const char *path);
 static int ruled_memfd(int prog);
 static void close_fds(int *fds, int n);
@@ -725,7 +723,7 @@ static struct agent {
 	int broken;               /* a Landlock step failed: no command runs */
 	struct buf why;           /* what failed */
 	struct conn *conns;
-	int accept_paused; /* out of descriptors: the listener is not watched */
+	int accept_paused; /* out of descriptors: a listener is not watched (1: the host's, 2: the stubs') */
 	long long paused_at; /* when, in ms of CLOCK_MONOTONIC */
 	int stub_listener;   /* the stubs' socket, or -1 */
 	int rules;           /* the host's command-rules channel, or -1 */
@@ -817,11 +815,12 @@ static long long monotonic_ms(void)
  * descriptors. */
 static void resume_accept(void)
 {
-	if (!agent.accept_paused)
-		return;
 	struct epoll_event e = {.events = EPOLLIN, .data.ptr = &listener_tag};
-	if (epoll_ctl(agent.epoll, EPOLL_CTL_MOD, LISTENER_FD, &e) == 0)
-		agent.accept_paused = 0;
+	if ((agent.accept_paused & 1) && epoll_ctl(agent.epoll, EPOLL_CTL_MOD, LISTENER_FD, &e) == 0)
+		agent.accept_paused &= ~1;
+	struct epoll_event es = {.events = EPOLLIN, .data.ptr = &stub_tag};
+	if ((agent.accept_paused & 2) && epoll_ctl(agent.epoll, EPOLL_CTL_MOD, agent.stub_listener, &es) == 0)
+		agent.accept_paused &= ~2;
 }
 
 static void close_fds_of(struct conn *c)
@@ -926,7 +925,7 @@ static int ruled_memfd(int prog)
 	return prog >= 0 && prog < 64 ? agent.memfds[prog] : -1;
 }
 
-/* send_notice sends a stub a line to print, or its end when final. */
+/* stub_reply sends a stub a line to print, and with final its end. */
 static void stub_reply(struct conn *c, int code, const char *line, int final)
 {
 	struct buf b = {0};
@@ -1323,9 +1322,9 @@ static void accept_all(int listener, int stub)
 			 * queued and the listener readable: stop watching it until
 			 * a connection ends, rather than spin. */
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-				struct epoll_event e = {.events = 0, .data.ptr = &listener_tag};
+				struct epoll_event e = {.events = 0, .data.ptr = stub ? &stub_tag : &listener_tag};
 				if (epoll_ctl(agent.epoll, EPOLL_CTL_MOD, listener, &e) == 0) {
-					agent.accept_paused = 1;
+					agent.accept_paused |= stub ? 2 : 1;
 					agent.paused_at = monotonic_ms();
 				}
 			}
