@@ -127,6 +127,29 @@ func (d *Daemon) Answer(id string, allow bool, uid *int, by, reason string) erro
 	return nil
 }
 
+// approvalsWait bounds one approvals.wait, so a watcher's connection
+// is never held for ever.
+const approvalsWait = 30 * time.Second
+
+// waitApprovals serves approvals.wait: the list at the queue's next change,
+// or after approvalsWait, or when the caller goes away.
+func (d *Daemon) waitApprovals(ctx context.Context, conn *net.UnixConn) []Approval {
+	changed := d.ApprovalsChanged()
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		var b [1]byte
+		conn.Read(b[:]) // returns when the caller closes its side
+	}()
+	select {
+	case <-changed:
+	case <-gone:
+	case <-ctx.Done():
+	case <-time.After(approvalsWait):
+	}
+	return d.Approvals()
+}
+
 // answerOp serves approvals.approve and approvals.deny.
 func (d *Daemon) answerOp(conn *net.UnixConn, req *request) error {
 	if req.ID == "" {

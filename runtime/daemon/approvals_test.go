@@ -3,8 +3,12 @@ package daemon
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
@@ -66,5 +70,37 @@ func TestApprovalQueue(t *testing.T) {
 	}
 	if list := d.Approvals(); len(list) != 0 {
 		t.Errorf("left in the queue: %+v", list)
+	}
+
+	// approvals.wait answers at the next change.
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := os.NewFile(uintptr(fds[1]), "peer")
+	defer peer.Close()
+	fc, err := net.FileConn(os.NewFile(uintptr(fds[0]), "conn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	waited := make(chan []Approval, 1)
+	go func() { waited <- d.waitApprovals(context.Background(), fc.(*net.UnixConn)) }()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case l := <-waited:
+		t.Fatalf("approvals.wait answered before a change: %+v", l)
+	default:
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	_, id = ask(ctx)
+	select {
+	case l := <-waited:
+		if len(l) != 1 || l[0].ID != id {
+			t.Errorf("approvals.wait: %+v", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("approvals.wait did not answer the change")
 	}
 }

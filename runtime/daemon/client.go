@@ -121,6 +121,14 @@ func (c *Client) Approvals() ([]Approval, error) {
 	return r.Approvals, err
 }
 
+// WaitApprovals returns the commands waiting for a human at the next
+// change of the queue (an ask added, answered, timed out or withdrawn), or
+// after 30 seconds without one: a watcher calls it in a loop.
+func (c *Client) WaitApprovals() ([]Approval, error) {
+	r, err := c.call(request{Op: "approvals.wait"})
+	return r.Approvals, err
+}
+
 // Answer approves (allow) or denies a waiting command, with the
 // answerer's reason (may be empty).
 func (c *Client) Answer(id string, allow bool, reason string) error {

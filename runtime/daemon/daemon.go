@@ -260,6 +260,8 @@ func (d *Daemon) handle(ctx context.Context, conn *net.UnixConn) {
 		answer.Sessions, err = d.killSwitchAll(conn, req.Op)
 	case "approvals.ls":
 		answer.Approvals = d.Approvals()
+	case "approvals.wait":
+		answer.Approvals = d.waitApprovals(ctx, conn)
 	case "approvals.approve", "approvals.deny":
 		err = d.answerOp(conn, &req)
 	case "pool.fill", "pool.status", "pool.drain":

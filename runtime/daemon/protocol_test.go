@@ -44,6 +44,7 @@ func protocolMessages() map[string]any {
 		"request-thaw.all":          request{V: 1, Op: "thaw.all"},
 		"reply-kill":                reply{Killed: 4},
 		"request-approvals.ls":      request{V: 1, Op: "approvals.ls"},
+		"request-approvals.wait":    request{V: 1, Op: "approvals.wait"},
 		"request-approvals.approve": request{V: 1, Op: "approvals.approve", ID: "ap-3f2a91c04e", Reason: "reviewed the diff"},
 		"request-approvals.deny":    request{V: 1, Op: "approvals.deny", ID: "ap-3f2a91c04e", Reason: "not on a Friday"},
 		"reply-approvals": reply{Approvals: []Approval{{ID: "ap-3f2a91c04e", Session: "chat-7", Policy: "web", Argv: []string{"git", "push", "origin", "main"},

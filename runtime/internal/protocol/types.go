@@ -26,7 +26,7 @@ type Request struct {
 	// V is the protocol version the client speaks; 0 (absent, as the
 	// clients before versions sent) means 1.
 	V      int            `json:"v,omitempty"`
-	Op     string         `json:"op"` // ping, create, exec, list, remove, gc, freeze, thaw, kill, freeze.all, thaw.all, approvals.ls, approvals.approve, approvals.deny
+	Op     string         `json:"op"` // ping, create, exec, list, remove, gc, freeze, thaw, kill, freeze.all, thaw.all, approvals.ls, approvals.wait, approvals.approve, approvals.deny
 	ID     string         `json:"id,omitempty"`
 	Create *CreateRequest `json:"create,omitempty"`
 	Exec   *ExecRequest   `json:"exec,omitempty"`
