@@ -117,6 +117,22 @@ func TestCommandRules(t *testing.T) {
 		}
 	})
 
+	t.Run("no code loaded into the program", func(t *testing.T) {
+		// exec.workspace lets the sandbox build a library; loaded into the
+		// real git it could read git's bytes out of its memory. The loader
+		// variables never reach a ruled program (they reach others: the
+		// control line shows the library works).
+		r.sh(id, `cd /workspace && printf '#include <unistd.h>\n__attribute__((constructor)) static void f(void) { write(2, "INJECTED\\n", 9); }\n' > x.c && gcc -shared -fPIC -o x.so x.c`)
+		if res := exec("LD_PRELOAD=/workspace/x.so /usr/bin/env true"); !strings.Contains(res.Stderr, "INJECTED") {
+			t.Fatalf("the control: the library was not loaded into env: exit %d, stderr %q", res.Exit, res.Stderr)
+		}
+		for _, script := range []string{"LD_PRELOAD=/workspace/x.so git --version", "env LD_AUDIT=/workspace/x.so LD_PRELOAD=/workspace/x.so git --version"} {
+			if res := exec(script); res.Exit != 0 || strings.Contains(res.Stderr, "INJECTED") || !strings.Contains(res.Stdout, "git version") {
+				t.Errorf("%s: exit %d, stdout %q, stderr %q", script, res.Exit, res.Stdout, res.Stderr)
+			}
+		}
+	})
+
 	t.Run("ask", func(t *testing.T) {
 		// Every way of starting it waits in the queue; denied, it exits 126.
 		for i, how := range startedBy {

@@ -495,6 +495,30 @@ struct spawn_error {
 	int err, in_cwd;
 };
 
+/* loader_clean leaves out of env what would load code the sandbox wrote
+ * into a ruled program's process (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH,
+ * GCONV_PATH, ...), where it could read the program's bytes out of its
+ * own memory. Run in the child: a fork of one thread, free to allocate. */
+static char *const *loader_clean(char *const *env)
+{
+	static const char *const unsafe[] = {"LD_", "GCONV_PATH=", "GLIBC_TUNABLES=", "MALLOC_TRACE="};
+	int n = 0;
+	while (env[n])
+		n++;
+	char **out = calloc((size_t)n + 1, sizeof *out);
+	if (!out)
+		_exit(127);
+	int k = 0;
+	for (int i = 0; i < n; i++) {
+		int drop = 0;
+		for (size_t j = 0; j < sizeof unsafe / sizeof unsafe[0] && !drop; j++)
+			drop = strncmp(env[i], unsafe[j], strlen(unsafe[j])) == 0;
+		if (!drop)
+			out[k++] = env[i];
+	}
+	return out;
+}
+
 /* child_main runs in the command's process, a copy of the agent's: a fork,
  * not a vfork, because the sandbox could stop that process (SIGSTOP to the
  * next pid) before its execve, and a vfork parent would wait with it. It
@@ -527,7 +551,7 @@ static void child_main(const struct child *c, int errfd)
 	if (c->tty && ioctl(0, TIOCSCTTY, 1) < 0)
 		goto fail;
 	if (c->memfd >= 0)
-		syscall(SYS_execveat, c->memfd, "", c->argv, c->env, AT_EMPTY_PATH);
+		syscall(SYS_execveat, c->memfd, "", c->argv, loader_clean(c->env), AT_EMPTY_PATH);
 	else
 		execve(c->path, c->argv, c->env);
 fail:
