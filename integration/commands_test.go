@@ -151,7 +151,7 @@ func TestCommandRules(t *testing.T) {
 			}
 			err := bg.Wait()
 			if code := exitCode(err); code == 0 || !strings.Contains(stderr.String(), "waiting for approval "+a.ID) ||
-				!strings.Contains(stderr.String(), `(commands.ask "git push **", denied: not now)`) {
+				!strings.Contains(stderr.String(), `(commands.ask "git push **", denied by uid 0: not now)`) {
 				t.Errorf("%s: exit %d, stderr %q", how.name, code, stderr.String())
 			}
 		}

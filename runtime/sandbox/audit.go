@@ -57,8 +57,8 @@ type AuditRecord struct {
 	Pid    int  `json:"pid,omitempty"`
 	Killed int  `json:"killed,omitempty"`
 	// A command rule's decision (event command): allow or deny by a
-	// rule, or for an ask approved, denied (UID: who answered) or
-	// timeout; Rule names the rule, Approval the ask's id, Parent the
+	// rule, or for an ask approved, denied (UID: who answered), timeout
+	// or withdrawn (its caller went away); Rule names the rule, Approval the ask's id, Parent the
 	// command line that started the program inside the sandbox.
 	Decision string `json:"decision,omitempty"`
 	Approval string `json:"approval,omitempty"`

@@ -117,11 +117,18 @@ func (s *Session) decide(ctx context.Context, prog int, argv []string, cwd, pare
 		cancel()
 	}
 	rec.Approval, rec.UID, rec.AnsweredBy, rec.Reason = a.ID, ans.UID, ans.By, ans.Reason
+	why := "denied"
 	switch {
 	case ans.Allow:
 		rec.Decision = "approved"
 	case ans.TimedOut:
-		rec.Decision = "timeout"
+		rec.Decision, why = "timeout", fmt.Sprintf("no answer within %s", timeout)
+	case ans.UID != nil:
+		rec.Decision, why = "denied", fmt.Sprintf("denied by uid %d", *ans.UID)
+	case ans.By != "":
+		rec.Decision, why = "denied", "denied by "+ans.By
+	case ctx.Err() != nil:
+		rec.Decision, why = "withdrawn", "withdrawn" // its caller went away
 	default:
 		rec.Decision = "denied"
 	}
@@ -129,14 +136,10 @@ func (s *Session) decide(ctx context.Context, prog int, argv []string, cwd, pare
 	if ans.Allow {
 		return commandDecision{allow: true}
 	}
-	why := "denied"
-	if ans.TimedOut {
-		why = fmt.Sprintf("no answer within %s", timeout)
-	}
 	if ans.Reason != "" {
 		why += ": " + ans.Reason
 	}
-	return commandDecision{line: fmt.Sprintf("%s: %s (%s%s)", cmdline, "refused", d.Describe(), ", "+why)}
+	return commandDecision{line: fmt.Sprintf("%s: refused (%s, %s)", cmdline, d.Describe(), why)}
 }
 
 // shellLine quotes argv for messages.
