@@ -360,6 +360,11 @@ func TestGVisorEngineChoice(t *testing.T) {
 	if res.Exit == 0 || !strings.Contains(res.Stderr, "network.allow is not available under engine \"gvisor\" yet") {
 		t.Errorf("a gvisor policy with network.allow: exit %d, %q", res.Exit, res.Stderr)
 	}
+	ruled := r.policy(enginePolicy("gvisor", "name = \"ruled\"\n[commands]\ndeny = [\"git push **\"]\n"))
+	res = r.warden("session", "create", "--policy", ruled, "--workspace", ws)
+	if res.Exit == 0 || !strings.Contains(res.Stderr, "[commands] rules are not available under engine \"gvisor\" yet") {
+		t.Errorf("a gvisor policy with command rules: exit %d, %q", res.Exit, res.Stderr)
+	}
 	if out, err := exec.Command(wardenBinary, "policy", "explain", gv).CombinedOutput(); err != nil || !strings.Contains(string(out), "engine gvisor") {
 		t.Errorf("policy explain of a gvisor policy: %v\n%s", err, out)
 	}

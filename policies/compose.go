@@ -59,6 +59,7 @@ func compose(op string, ps []*Policy, union bool) (*Policy, error) {
 	for _, p := range ps {
 		out.Sandbox.Engine = Strongest(out.Sandbox.Engine, p.Sandbox.Engine)
 	}
+	out.Commands = composeCommands(cutting(ps, union, func(o Omitted) bool { return o.Commands }), union)
 	out.Omitted = composeOmitted(ps)
 	return out, nil
 }
@@ -85,7 +86,7 @@ func composeOmitted(ps []*Policy) Omitted {
 	for _, p := range ps[1:] {
 		q := p.Omitted
 		o = Omitted{
-			FS: o.FS && q.FS, Exec: o.Exec && q.Exec, Network: o.Network && q.Network, Env: o.Env && q.Env,
+			FS: o.FS && q.FS, Exec: o.Exec && q.Exec, Network: o.Network && q.Network, Env: o.Env && q.Env, Commands: o.Commands && q.Commands,
 			Memory: o.Memory && q.Memory, Pids: o.Pids && q.Pids, CPU: o.CPU && q.CPU, Timeout: o.Timeout && q.Timeout, Idle: o.Idle && q.Idle,
 		}
 	}

@@ -60,6 +60,20 @@ func Cuts(p, ceiling *Policy) ([]string, error) {
 			out = append(out, fmt.Sprintf("env.set: adds %s = %q", k, q.Env.Set[k]))
 		}
 	}
+	for _, l := range []struct {
+		key      string
+		was, now []string
+	}{{"deny", p.Commands.Deny, q.Commands.Deny}, {"ask", p.Commands.Ask, q.Commands.Ask}} {
+		if added := missing(l.now, l.was); len(added) > 0 {
+			out = append(out, fmt.Sprintf("commands.%s: adds %s", l.key, strings.Join(added, ", ")))
+		}
+	}
+	if gone := missing(p.Commands.Allow, q.Commands.Allow); len(gone) > 0 {
+		out = append(out, "commands.allow: removes "+strings.Join(gone, ", "))
+	}
+	if p.Commands.AskTimeout() != q.Commands.AskTimeout() {
+		out = append(out, fmt.Sprintf("commands.timeout: %s -> %s", formatDuration(p.Commands.AskTimeout()), formatDuration(q.Commands.AskTimeout())))
+	}
 	was, now := p.Limits.WithDefaults(), q.Limits
 	for _, l := range []struct {
 		key      string

@@ -57,6 +57,15 @@ func (p *Policy) TOML() ([]byte, error) {
 			fmt.Fprintf(&b, "set = { %s }\n", strings.Join(kv, ", "))
 		}
 	}
+	if c := p.Commands; !c.Empty() || c.Timeout != 0 {
+		b.WriteString("\n[commands]\n")
+		writeList(&b, "deny", sorted(c.Deny))
+		writeList(&b, "ask", sorted(c.Ask))
+		writeList(&b, "allow", sorted(c.Allow))
+		if c.Timeout != 0 {
+			fmt.Fprintf(&b, "timeout = %s\n", tomlQuote(formatDuration(c.Timeout)))
+		}
+	}
 	b.WriteString("\n[limits]\n")
 	fmt.Fprintf(&b, "memory = %s\n", tomlQuote(FormatSize(p.Limits.Memory)))
 	fmt.Fprintf(&b, "pids = %d\n", p.Limits.Pids)

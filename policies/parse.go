@@ -45,7 +45,7 @@ func Parse(filename string, data []byte) (*Policy, error) {
 // library matches struct fields case-insensitively and Undecoded would then
 // miss "NAME" or "fs.READ", so keys are checked here against this list.
 var (
-	topKeys    = []string{"name", "description", "fs", "exec", "network", "env", "limits", "sandbox"}
+	topKeys    = []string{"name", "description", "fs", "exec", "network", "env", "limits", "commands", "sandbox"}
 	fsKeys     = []string{"read", "write", "deny"}
 	execKeys   = []string{"allow", "workspace"}
 	netKeys    = []string{"allow"}
@@ -118,11 +118,11 @@ func decode(file string, root *node) (*Policy, error) {
 		return nil, err
 	}
 	p := &Policy{Limits: DefaultLimits, Exec: Exec{All: true}}
-	for key, omitted := range map[string]*bool{"fs": &p.Omitted.FS, "exec": &p.Omitted.Exec, "network": &p.Omitted.Network, "env": &p.Omitted.Env} {
+	for key, omitted := range map[string]*bool{"fs": &p.Omitted.FS, "exec": &p.Omitted.Exec, "network": &p.Omitted.Network, "env": &p.Omitted.Env, "commands": &p.Omitted.Commands} {
 		*omitted = t.get(key) == nil
 	}
 	p.Omitted.Memory, p.Omitted.Pids, p.Omitted.CPU, p.Omitted.Timeout, p.Omitted.Idle = true, true, true, true, true
-	steps := []func(*decoder, *table, *Policy) error{decodeName, decodeFS, decodeExec, decodeNetwork, decodeEnv, decodeLimits, decodeSandbox}
+	steps := []func(*decoder, *table, *Policy) error{decodeName, decodeFS, decodeExec, decodeNetwork, decodeEnv, decodeLimits, decodeCommands, decodeSandbox}
 	for _, step := range steps {
 		if err := step(d, t, p); err != nil {
 			return nil, err

@@ -213,6 +213,11 @@ pids = 7
 cpu = 2
 timeout = "1h30m"
 idle = "168h"
+[commands]
+deny = ["rm  -rf /"]
+ask = ["git push **"]
+allow = ["git push --dry-run **"]
+timeout = "2m"
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -223,10 +228,11 @@ idle = "168h"
 			Read: []string{"/a/b", "/usr/share", "$HOME", "$SKILL_DIR"},
 			Deny: []string{"/a/b/c", "$HOME/.ssh"},
 		},
-		Exec:    Exec{Allow: []string{"/usr/bin/curl", "curl", "sh"}},
-		Network: Network{Allow: []string{"*.cdn.example.com:443", "1.2.3.4:80", "10.0.0.0/8:*", "10.0.0.0/8:443", "[::1]:8080", "[fd00::/8]:443", "b.example.com:443", "host:*"}},
-		Env:     Env{Allow: []string{"LANG", "TZ"}, Set: map[string]string{"PAGER": "cat"}},
-		Limits:  Limits{Memory: 1536 << 20, Pids: 7, CPU: 2, Timeout: 90 * time.Minute, Idle: 168 * time.Hour},
+		Exec:     Exec{Allow: []string{"/usr/bin/curl", "curl", "sh"}},
+		Network:  Network{Allow: []string{"*.cdn.example.com:443", "1.2.3.4:80", "10.0.0.0/8:*", "10.0.0.0/8:443", "[::1]:8080", "[fd00::/8]:443", "b.example.com:443", "host:*"}},
+		Env:      Env{Allow: []string{"LANG", "TZ"}, Set: map[string]string{"PAGER": "cat"}},
+		Limits:   Limits{Memory: 1536 << 20, Pids: 7, CPU: 2, Timeout: 90 * time.Minute, Idle: 168 * time.Hour},
+		Commands: Commands{Deny: []string{"rm -rf /"}, Ask: []string{"git push **"}, Allow: []string{"git push --dry-run **"}, Timeout: 2 * time.Minute},
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("got  %+v\nwant %+v", p, want)
@@ -315,7 +321,7 @@ func TestParseSkillFile(t *testing.T) {
 	}
 }
 
-var omittedAll = Omitted{FS: true, Exec: true, Network: true, Env: true, Memory: true, Pids: true, CPU: true, Timeout: true, Idle: true}
+var omittedAll = Omitted{FS: true, Exec: true, Network: true, Env: true, Commands: true, Memory: true, Pids: true, CPU: true, Timeout: true, Idle: true}
 
 // permissions is p without what TOML does not keep (Omitted).
 func permissions(p *Policy) *Policy {

@@ -18,6 +18,7 @@ type Policy struct {
 	Env         Env
 	Limits      Limits
 	Sandbox     Sandbox
+	Commands    Commands
 	// Omitted is what the policy's file left out; Parse sets it. Only
 	// Intersect reads it: a ceiling cuts nothing in a section or a limit
 	// it leaves out. TOML does not keep it (the canonical form writes
@@ -28,7 +29,7 @@ type Policy struct {
 // Omitted records which sections and limits a policy file leaves out. A
 // Policy built in Go omits nothing but the limits it leaves at zero.
 type Omitted struct {
-	FS, Exec, Network, Env           bool // the [fs], [exec], [network], [env] tables
+	FS, Exec, Network, Env, Commands bool // the [fs], [exec], [network], [env], [commands] tables
 	Memory, Pids, CPU, Timeout, Idle bool // the keys of [limits]
 }
 

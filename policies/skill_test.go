@@ -21,7 +21,7 @@ func TestImportSkill(t *testing.T) {
 		Network:     Network{Allow: []string{"api.example.com:443"}},
 		Env:         Env{Allow: []string{"LANG"}},
 		Limits:      Limits{Memory: 256 << 20, Pids: 32, CPU: 1, Timeout: 30 * time.Second, Idle: DefaultLimits.Idle},
-		Omitted:     Omitted{Idle: true},
+		Omitted:     Omitted{Commands: true, Idle: true},
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("got  %+v\nwant %+v", p, want)
@@ -32,7 +32,7 @@ func TestImportSkill(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = &Policy{Name: "data-tool", Env: Env{Allow: []string{"TZ"}, Set: map[string]string{"PAGER": "cat"}}, Limits: DefaultLimits,
-		Omitted: Omitted{FS: true, Memory: true, Pids: true, CPU: true, Timeout: true, Idle: true}}
+		Omitted: Omitted{FS: true, Commands: true, Memory: true, Pids: true, CPU: true, Timeout: true, Idle: true}}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("got  %+v\nwant %+v", p, want)
 	}
@@ -53,7 +53,7 @@ func TestImportSkillPlanExample(t *testing.T) {
 		Network:     Network{Allow: []string{"*:443", "*:80"}},
 		Env:         Env{Allow: []string{"LANG"}},
 		Limits:      DefaultLimits,
-		Omitted:     Omitted{Memory: true, Pids: true, CPU: true, Timeout: true, Idle: true},
+		Omitted:     Omitted{Commands: true, Memory: true, Pids: true, CPU: true, Timeout: true, Idle: true},
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("got  %+v\nwant %+v", p, want)

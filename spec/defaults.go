@@ -187,6 +187,9 @@ func (g *generator) annotations() error {
 	if !p.Exec.All {
 		a[AnnotationExecAllow] = strings.Join(g.execPaths, ":")
 	}
+	if g.commands != "" {
+		a[AnnotationCommands] = g.commands
+	}
 	if p.Exec.Workspace {
 		a[AnnotationExecWritable] = strings.Join(ExecWritablePaths, ":")
 	}

@@ -174,6 +174,7 @@ func Generate(o Options) (*Bundle, error) {
 		g.skillPrograms,
 		g.execNotWritable,
 		g.agent,
+		g.commandStubs,
 		g.resources,
 		g.process,
 		g.seccomp,
@@ -201,6 +202,7 @@ type generator struct {
 	// masks maps a denied sandbox path to its mask under BundleDir/masks.
 	masks     map[string]string
 	execPaths []string
+	commands  string // the AnnotationCommands value
 }
 
 func (g *generator) addRootfs(e Entry) {

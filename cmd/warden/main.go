@@ -67,6 +67,7 @@ func newApp() *cli.App {
 			checkCommand,
 			doCommand,
 			sessionCommand,
+			approvalsCommand,
 			poolCommand,
 			execCommand,
 			logsCommand,

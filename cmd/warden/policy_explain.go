@@ -33,6 +33,8 @@ var policyExplainCommand = &cli.Command{
 			return err
 		}
 		o.Args = nil
+		// As a session has it: the agent, and the stubs of [commands].
+		o.Agent = explainAgent
 		b, err := spec.Generate(o)
 		if err != nil {
 			return err
@@ -51,7 +53,7 @@ func explain(w io.Writer, p *policies.Policy, b *spec.Bundle) {
 	fmt.Fprintln(w, "\nisolation:")
 	if p.Sandbox.Engine == policies.EngineGVisor {
 		fmt.Fprintln(w, "  engine gvisor: gVisor's application kernel (runsc) stands between the sandbox and the host's kernel")
-		fmt.Fprintln(w, "  differences: no network yet; no warm pool yet (sessions start cold); no -t terminal; no session kill of single processes;")
+		fmt.Fprintln(w, "  differences: no network and no [commands] rules yet; no warm pool yet (sessions start cold); no -t terminal; no session kill of single processes;")
 		fmt.Fprintln(w, "  exec.allow is held by the file view (programs not allowed are absent) and warden's own binary, the agent, stays runnable")
 	} else {
 		fmt.Fprintln(w, "  engine container: namespaces, seccomp, Landlock and cgroups on the host's kernel (engine = \"gvisor\" puts gVisor in between)")
@@ -59,6 +61,9 @@ func explain(w io.Writer, p *policies.Policy, b *spec.Bundle) {
 	fmt.Fprintln(w, "\nfiles (everything else on the host is invisible):")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	for _, m := range b.Spec.Mounts {
+		if m.Source == explainAgent {
+			continue // warden's own: the agent, the stubs (under commands)
+		}
 		if line := describeMount(m, b); line != "" {
 			fmt.Fprintf(tw, "  %s\n", line)
 		}
@@ -85,6 +90,23 @@ func explain(w io.Writer, p *policies.Policy, b *spec.Bundle) {
 		fmt.Fprintln(w, "  still inside every other wall (no setuid, seccomp, no capabilities, the fs and network rules)")
 	}
 
+	if c := p.Commands; !c.Empty() {
+		fmt.Fprintln(w, "\ncommands (the most specific pattern decides; a command no rule matches runs):")
+		for _, l := range []struct {
+			what  string
+			rules []string
+		}{{"deny ", c.Deny}, {"ask  ", c.Ask}, {"allow", c.Allow}} {
+			for _, r := range l.rules {
+				fmt.Fprintf(w, "  %s  %s\n", l.what, r)
+			}
+		}
+		fmt.Fprintf(w, "  an ask waits for `warden approvals approve|deny ID`; unanswered within %s it is denied (exit 126)\n", c.AskTimeout())
+		progs, _ := spec.CommandPrograms(b.Spec)
+		for _, pr := range progs {
+			fmt.Fprintf(w, "  %s: held however it is started; warden's stub stands at %s\n", pr.File, strings.Join(pr.Stubs, " "))
+		}
+	}
+
 	fmt.Fprintln(w, "\nnetwork:")
 	if len(p.Network.Allow) == 0 {
 		fmt.Fprintln(w, "  none: loopback only")
@@ -108,6 +130,9 @@ func explain(w io.Writer, p *policies.Policy, b *spec.Bundle) {
 	fmt.Fprintf(w, "  root inside is host uid %d (unprivileged) in a bundle; a session's is a host uid of its own (%s), which owns its user namespace\n", u.HostID, sandbox.SandboxUIDs)
 	fmt.Fprintln(w, "  no capabilities, no_new_privs, seccomp allow-list")
 }
+
+// explainAgent stands for warden's binary in the spec explain reads.
+const explainAgent = "/usr/local/bin/warden"
 
 func describeMount(m specs.Mount, b *spec.Bundle) string {
 	if m.Type == "bind" && isExecutable(m.Destination, b) {

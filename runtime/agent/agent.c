@@ -40,6 +40,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -207,6 +208,12 @@ static int request_member(void *ctx, const char *key, const char *v, const char 
 		return read_bool(v, end, &r->tty);
 	if (!strcmp(key, "seal"))
 		return read_bool(v, end, &r->seal);
+	if (!strcmp(key, "rules"))
+		return read_bool(v, end, &r->rules);
+	if (!strcmp(key, "run"))
+		return read_int(v, end, 0, 1 << 20, &r->run);
+	if (!strcmp(key, "path"))
+		return read_text(v, end, &r->path, &r->nul);
 	if (!strcmp(key, "rows") || !strcmp(key, "cols")) {
 		n = key[0] == 'r' ? r->rows : r->cols;
 		if (read_int(v, end, 0, 65535, &n))
@@ -231,6 +238,7 @@ void agent_free_request(struct request *r)
 	strings_free(&r->argv);
 	strings_free(&r->env);
 	free(r->cwd);
+	free(r->path);
 	*r = (struct request){0};
 }
 
@@ -483,6 +491,7 @@ struct child {
 	const char *path, *cwd;
 	char *const *argv, *const *env;
 	int fds[3], tty;
+	int memfd; /* >= 0: run this ruled program's copy (AnnotationCommands) */
 };
 
 /* How long a command's process may take to reach its execve. */
@@ -494,6 +503,30 @@ struct child {
 struct spawn_error {
 	int err, in_cwd;
 };
+
+/* loader_clean leaves out of env what would load code the sandbox wrote
+ * into a ruled program's process (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH,
+ * GCONV_PATH, ...), where it could read the program's bytes out of its
+ * own memory. Run in the child: a fork of one thread, free to allocate. */
+static char *const *loader_clean(char *const *env)
+{
+	static const char *const unsafe[] = {"LD_", "GCONV_PATH=", "GLIBC_TUNABLES=", "MALLOC_TRACE="};
+	int n = 0;
+	while (env[n])
+		n++;
+	char **out = calloc((size_t)n + 1, sizeof *out);
+	if (!out)
+		_exit(127);
+	int k = 0;
+	for (int i = 0; i < n; i++) {
+		int drop = 0;
+		for (size_t j = 0; j < sizeof unsafe / sizeof unsafe[0] && !drop; j++)
+			drop = strncmp(env[i], unsafe[j], strlen(unsafe[j])) == 0;
+		if (!drop)
+			out[k++] = env[i];
+	}
+	return out;
+}
 
 /* child_main runs in the command's process, a copy of the agent's: a fork,
  * not a vfork, because the sandbox could stop that process (SIGSTOP to the
@@ -526,7 +559,10 @@ static void child_main(const struct child *c, int errfd)
 			goto fail;
 	if (c->tty && ioctl(0, TIOCSCTTY, 1) < 0)
 		goto fail;
-	execve(c->path, c->argv, c->env);
+	if (c->memfd >= 0)
+		syscall(SYS_execveat, c->memfd, "", c->argv, loader_clean(c->env), AT_EMPTY_PATH);
+	else
+		execve(c->path, c->argv, c->env);
 fail:
 	e.err = errno;
 	if (write(errfd, &e, sizeof e) < 0)
@@ -609,10 +645,24 @@ fail:;
 	return -1;
 }
 
+static int stub_program(const char *path);
+static int ruled_memfd(int prog);
+static void close_fds(int *fds, int n);
+
 /* start forks and execs one command; it returns the pid, or 0 with ev
- * filled in. A terminal's master side goes to *master. */
+ * filled in. A terminal's master side goes to *master. prog >= 0 runs
+ * that ruled program's real copy, approved for this argv: for a stub's
+ * call always, for the host's when argv[0] finds the program's stub. */
+static pid_t start_ruled(const struct agent_config *cfg, struct request *r, const int *fds, int nfds, int *master,
+			 struct event *ev, int prog);
 static pid_t start(const struct agent_config *cfg, struct request *r, const int *fds, int nfds, int *master,
 		   struct event *ev)
+{
+	return start_ruled(cfg, r, fds, nfds, master, ev, r->run > 0 ? (int)r->run - 1 : -1);
+}
+
+static pid_t start_ruled(const struct agent_config *cfg, struct request *r, const int *fds, int nfds, int *master,
+			 struct event *ev, int prog)
 {
 	*master = -1;
 	if (r->argv.n == 0 || !r->argv.v[0][0]) {
@@ -623,12 +673,25 @@ static pid_t start(const struct agent_config *cfg, struct request *r, const int 
 		agent_exec_error(r->argv.v[0], r->argv.v[0], EINVAL, ev);
 		return 0;
 	}
-	char *path = agent_lookup(cfg, r->argv.v[0], r->cwd, r->env.v, r->env.n, ev);
-	if (!path)
+	char *path = r->path && prog >= 0 ? strdup(r->path) : agent_lookup(cfg, r->argv.v[0], r->cwd, r->env.v, r->env.n, ev);
+	if (!path) {
+		if (!ev->error.len)
+			set_error(ev, 125, "out of memory", NULL, NULL);
 		return 0;
+	}
+	/* the host's approval holds only where argv[0] finds that program's
+	 * stub; elsewhere the command runs as it is (a stub asks itself) */
+	int memfd = -1;
+	if (prog >= 0 && (r->path || stub_program(path) == prog))
+		memfd = ruled_memfd(prog);
+	if (prog >= 0 && r->path && memfd < 0) {
+		set_error(ev, 126, r->argv.v[0], ": warden has no copy of this ruled program; nothing was run", NULL);
+		free(path);
+		return 0;
+	}
 	static char *const no_env[] = {NULL};
 	struct child c = {.path = path, .cwd = r->cwd && *r->cwd ? r->cwd : "/", .argv = r->argv.v,
-			  .env = r->env.n ? r->env.v : no_env, .tty = r->tty};
+			  .env = r->env.n ? r->env.v : no_env, .tty = r->tty, .memfd = memfd};
 	int slave = -1;
 	if (r->tty) {
 		char text[128];
@@ -675,6 +738,10 @@ static pid_t start(const struct agent_config *cfg, struct request *r, const int 
 
 struct conn {
 	int fd;
+	int stub;    /* a stub's connection (from inside the sandbox) */
+	unsigned ask; /* a stub's call waiting for the host's answer */
+	struct request req; /* its request, and its descriptors: */
+	int fds[3], nfds, prog;
 	pid_t pid;   /* the command, once started */
 	int reading; /* the connection is watched for messages */
 	struct stdio_files stdio; /* what the command's stdio are */
@@ -691,11 +758,16 @@ static struct agent {
 	struct conn *conns;
 	int gvisor;          /* --gvisor: no Landlock, the file view is the wall */
 	const char *listen;  /* --listen: the socket's name, until the host connects */
-	int accept_paused; /* out of descriptors: the listener is not watched */
+	int accept_paused; /* out of descriptors: a listener is not watched (1: the host's, 2: the stubs') */
 	long long paused_at; /* when, in ms of CLOCK_MONOTONIC */
-} agent = {.landlock = {.fd = -1}};
+	int stub_listener;   /* the stubs' socket, or -1 */
+	int rules;           /* the host's command-rules channel, or -1 */
+	int memfds[64];      /* each ruled program's real copy, from the host */
+	unsigned next_ask;
+} agent = {.landlock = {.fd = -1}, .stub_listener = -1, .rules = -1,
+	   .memfds = {[0 ... 63] = -1}};
 
-static char listener_tag, signal_tag;
+static char listener_tag, signal_tag, stub_tag, rules_tag;
 
 static void fatal(const char *what, const char *detail)
 {
@@ -784,11 +856,19 @@ static long long monotonic_ms(void)
  * descriptors. */
 static void resume_accept(void)
 {
-	if (!agent.accept_paused)
-		return;
 	struct epoll_event e = {.events = EPOLLIN, .data.ptr = &listener_tag};
-	if (epoll_ctl(agent.epoll, EPOLL_CTL_MOD, LISTENER_FD, &e) == 0)
-		agent.accept_paused = 0;
+	if ((agent.accept_paused & 1) && epoll_ctl(agent.epoll, EPOLL_CTL_MOD, LISTENER_FD, &e) == 0)
+		agent.accept_paused &= ~1;
+	struct epoll_event es = {.events = EPOLLIN, .data.ptr = &stub_tag};
+	if ((agent.accept_paused & 2) && epoll_ctl(agent.epoll, EPOLL_CTL_MOD, agent.stub_listener, &es) == 0)
+		agent.accept_paused &= ~2;
+}
+
+static void close_fds_of(struct conn *c)
+{
+	for (int i = 0; i < c->nfds; i++)
+		close(c->fds[i]);
+	c->nfds = 0;
 }
 
 static void drop(struct conn *c)
@@ -806,6 +886,10 @@ static void drop(struct conn *c)
 	for (int i = 0; i < 64 && recv(c->fd, discard, sizeof discard, MSG_DONTWAIT) >= 0; i++) {
 	}
 	close(c->fd); /* leaves the epoll set with it */
+	if (c->stub) {
+		close_fds_of(c);
+		agent_free_request(&c->req);
+	}
 	free(c);
 	resume_accept();
 }
@@ -864,6 +948,273 @@ static void close_fds(int *fds, int n)
 		close(fds[i]);
 }
 
+/* ---- command rules: the stubs and the host's answers ----------------- */
+
+static int stub_program(const char *path)
+{
+	char *real = realpath(path, NULL);
+	int prog = -1;
+	for (int i = 0; real && i < agent.cfg.stubs.n && prog < 0; i++)
+		if (!strcmp(real, agent.cfg.stubs.v[i]))
+			prog = agent.cfg.stub_prog[i];
+	free(real);
+	return prog;
+}
+
+static int ruled_memfd(int prog)
+{
+	return prog >= 0 && prog < 64 ? agent.memfds[prog] : -1;
+}
+
+/* stub_reply sends a stub a line to print, and with final its end. */
+static void stub_reply(struct conn *c, int code, const char *line, int final)
+{
+	struct buf b = {0};
+	buf_puts(&b, final ? "{\"code\":" : "{\"waiting\":true,\"code\":");
+	json_put_int(&b, code);
+	buf_puts(&b, ",\"error\":");
+	json_put_string(&b, line);
+	buf_puts(&b, "}");
+	if (!b.failed)
+		wire_send(c->fd, b.p, b.len, NULL, 0);
+	free(b.p);
+}
+
+/* parent_command reads the command line of the stub's parent. */
+static void parent_command(int fd, struct buf *out)
+{
+	struct ucred cred;
+	socklen_t len = sizeof cred;
+	char path[64], text[4096];
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return;
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)cred.pid);
+	FILE *f = fopen(path, "re");
+	int ppid = 0;
+	if (!f)
+		return;
+	if (fgets(text, sizeof text, f)) {
+		char *close_paren = strrchr(text, ')');
+		if (close_paren)
+			sscanf(close_paren + 1, " %*c %d", &ppid);
+	}
+	fclose(f);
+	if (ppid <= 0)
+		return;
+	snprintf(path, sizeof path, "/proc/%d/cmdline", ppid);
+	int cf = open(path, O_RDONLY | O_CLOEXEC);
+	if (cf < 0)
+		return;
+	ssize_t n = read(cf, text, sizeof text - 1);
+	close(cf);
+	for (ssize_t i = 0; i < n; i++)
+		if (text[i] == 0)
+			text[i] = i == n - 1 ? 0 : ' ';
+	if (n > 0) {
+		text[n] = 0;
+		buf_puts(out, text);
+	}
+}
+
+/* stub_call takes a stub's request: a ruled program started anywhere in
+ * the sandbox. It waits for the host's answer on the rules channel. */
+static void stub_call(struct conn *c, struct request *r, int *fds, int nfds)
+{
+	int prog = r->path && *r->path ? stub_program(r->path) : -1;
+	const char *why = NULL;
+	if (r->nul || r->argv.n == 0 || nfds != 3)
+		why = "malformed call from warden's stub; nothing was run";
+	else if (prog < 0)
+		why = ": not a program warden's command rules know (a copy of warden's stub runs nothing)";
+	else if (agent.rules < 0)
+		why = ": warden is not answering for this session's command rules; nothing was run";
+	if (why) {
+		struct buf line = {0};
+		if (why[0] == ':')
+			buf_puts(&line, r->path ? r->path : "?");
+		buf_puts(&line, why);
+		stub_reply(c, 126, line.p ? line.p : why, 1);
+		free(line.p);
+		close_fds(fds, nfds);
+		agent_free_request(r);
+		drop(c);
+		return;
+	}
+	c->req = *r;
+	c->req.tty = 0; /* the stub passes its own stdio */
+	memcpy(c->fds, fds, sizeof c->fds);
+	c->nfds = 3;
+	c->prog = prog;
+	c->ask = ++agent.next_ask;
+	struct buf b = {0}, parent = {0};
+	parent_command(c->fd, &parent);
+	buf_puts(&b, "{\"ask\":");
+	json_put_int(&b, c->ask);
+	buf_puts(&b, ",\"program\":");
+	json_put_int(&b, prog);
+	buf_puts(&b, ",\"argv\":");
+	json_put_strings(&b, r->argv.v, r->argv.n);
+	buf_puts(&b, ",\"cwd\":");
+	json_put_string(&b, r->cwd ? r->cwd : "/");
+	buf_puts(&b, ",\"parent\":");
+	json_put_string(&b, parent.p ? parent.p : "");
+	buf_puts(&b, "}");
+	if (b.failed || wire_send(agent.rules, b.p, b.len, NULL, 0) < 0) {
+		stub_reply(c, 126, "warden is not answering for this session's command rules; nothing was run", 1);
+		drop(c);
+	}
+	free(b.p);
+	free(parent.p);
+}
+
+/* rules_channel makes c the host's channel for command rules (a newer one
+ * replaces it: a restarted daemon). The ruled programs' copies follow on
+ * it, one per message. */
+static void rules_channel(struct conn *c)
+{
+	for (struct conn **p = &agent.conns; *p; p = &(*p)->next) {
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	}
+	struct epoll_event e = {.events = EPOLLIN, .data.ptr = &rules_tag};
+	epoll_ctl(agent.epoll, EPOLL_CTL_DEL, c->fd, NULL);
+	if (agent.rules >= 0)
+		close(agent.rules);
+	agent.rules = c->fd;
+	free(c);
+	if (epoll_ctl(agent.epoll, EPOLL_CTL_ADD, agent.rules, &e) < 0) {
+		close(agent.rules);
+		agent.rules = -1;
+	}
+	resume_accept();
+}
+
+struct answer {
+	long long id, code;
+	int allow, waiting;
+	char *error;
+	long long program;
+	int nul;
+};
+
+static int answer_member(void *ctx, const char *key, const char *v, const char *end)
+{
+	struct answer *a = ctx;
+	if (!strcmp(key, "answer"))
+		return read_int(v, end, 0, LLONG_MAX, &a->id);
+	if (!strcmp(key, "code"))
+		return read_int(v, end, 0, 255, &a->code);
+	if (!strcmp(key, "allow"))
+		return read_bool(v, end, &a->allow);
+	if (!strcmp(key, "waiting"))
+		return read_bool(v, end, &a->waiting);
+	if (!strcmp(key, "program"))
+		return read_int(v, end, 0, 1 << 20, &a->program);
+	if (!strcmp(key, "error"))
+		return read_text(v, end, &a->error, &a->nul);
+	return 0;
+}
+
+/* rules_message applies what the host sends on the rules channel: a
+ * ruled program's copy, or the answer to a stub's call. */
+static void rules_message(void)
+{
+	int fds[MAX_FDS], nfds;
+	size_t len;
+	const char *err;
+	char *msg = receive(agent.rules, &len, fds, &nfds, &err);
+	if (!msg) {
+		if (err) {
+			close(agent.rules); /* leaves the epoll set */
+			agent.rules = -1;
+			/* nobody will answer the calls waiting: refuse them */
+			struct conn *next;
+			for (struct conn *c = agent.conns; c; c = next) {
+				next = c->next;
+				if (c->stub && c->ask && !c->pid) {
+					stub_reply(c, 126, "warden stopped answering for this session's command rules; nothing was run", 1);
+					drop(c);
+				}
+			}
+		}
+		return;
+	}
+	struct answer a = {.code = 126};
+	if (json_whole(msg, len) || json_for_each_member(msg, msg + len, &a, answer_member)) {
+		free(msg);
+		close_fds(fds, nfds);
+		free(a.error);
+		return;
+	}
+	free(msg);
+	if (a.program > 0 && a.program <= 64 && nfds == 1) {
+		if (agent.memfds[a.program - 1] >= 0)
+			close(agent.memfds[a.program - 1]);
+		agent.memfds[a.program - 1] = fds[0];
+		free(a.error);
+		return;
+	}
+	close_fds(fds, nfds);
+	struct conn *c;
+	for (c = agent.conns; c && !(c->stub && c->ask == (unsigned)a.id && !c->pid); c = c->next) {
+	}
+	if (!c) {
+		free(a.error);
+		return;
+	}
+	if (a.waiting) {
+		stub_reply(c, 0, a.error ? a.error : "", 0);
+		free(a.error);
+		return;
+	}
+	c->ask = 0;
+	if (!a.allow) {
+		stub_reply(c, (int)a.code, a.error ? a.error : "denied by warden's command rules", 1);
+		free(a.error);
+		drop(c);
+		return;
+	}
+	free(a.error);
+	struct event ev = {0};
+	int master = -1;
+	/* No leftover kill at its end (c->stdio stays empty): its stdio are
+	 * its caller's in the sandbox, still running and holding them. */
+	pid_t pid = start_ruled(&agent.cfg, &c->req, c->fds, 3, &master, &ev, c->prog);
+	close_fds_of(c);
+	if (!pid) {
+		send_event(c->fd, &ev, -1);
+		free(ev.error.p);
+		drop(c);
+		return;
+	}
+	c->pid = pid;
+}
+
+/* stub_gone: a stub that goes away while it waits takes back its call. */
+static void stub_gone(struct conn *c)
+{
+	int fds[MAX_FDS], nfds;
+	size_t len;
+	const char *err;
+	char *msg = receive(c->fd, &len, fds, &nfds, &err);
+	close_fds(fds, nfds);
+	free(msg); /* a signal before the program runs: nothing to signal */
+	if (msg || !err)
+		return;
+	if (agent.rules >= 0 && c->ask) {
+		struct buf b = {0};
+		buf_puts(&b, "{\"cancel\":");
+		json_put_int(&b, c->ask);
+		buf_puts(&b, "}");
+		if (!b.failed)
+			wire_send(agent.rules, b.p, b.len, NULL, 0);
+		free(b.p);
+	}
+	drop(c);
+}
+
 /* serve handles a connection's first message: a seal or a command. */
 static void serve(struct conn *c)
 {
@@ -888,6 +1239,16 @@ static void serve(struct conn *c)
 		return;
 	}
 	free(msg);
+	if (r.rules && !c->stub) {
+		close_fds(fds, nfds);
+		agent_free_request(&r);
+		rules_channel(c);
+		return;
+	}
+	if (c->stub) {
+		stub_call(c, &r, fds, nfds);
+		return;
+	}
 	pid_t pid = 0;
 	int master = -1;
 	/* A pooled sandbox seals before its first command at the latest. */
@@ -993,7 +1354,7 @@ static void reap(void)
 	}
 }
 
-static void accept_all(int listener)
+static void accept_all(int listener, int stub)
 {
 	for (;;) {
 		int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
@@ -1002,9 +1363,9 @@ static void accept_all(int listener)
 			 * queued and the listener readable: stop watching it until
 			 * a connection ends, rather than spin. */
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-				struct epoll_event e = {.events = 0, .data.ptr = &listener_tag};
+				struct epoll_event e = {.events = 0, .data.ptr = stub ? &stub_tag : &listener_tag};
 				if (epoll_ctl(agent.epoll, EPOLL_CTL_MOD, listener, &e) == 0) {
-					agent.accept_paused = 1;
+					agent.accept_paused |= stub ? 2 : 1;
 					agent.paused_at = monotonic_ms();
 				}
 			}
@@ -1018,6 +1379,7 @@ static void accept_all(int listener)
 			continue;
 		}
 		c->fd = fd;
+		c->stub = stub;
 		c->reading = 1;
 		c->next = agent.conns;
 		agent.conns = c;
@@ -1069,6 +1431,42 @@ static void set_rlimits(const char *list)
 	strings_free(&items);
 }
 
+/* parse_stubs reads --stubs N=PATH:N=PATH... (runtime/sandbox). */
+static void parse_stubs(struct agent_config *cfg, const char *value)
+{
+	struct strings items = {0};
+	split(&items, value);
+	cfg->stub_prog = calloc((size_t)items.n + 1, sizeof *cfg->stub_prog);
+	if (!cfg->stub_prog)
+		fatal("agent", "out of memory");
+	for (int i = 0; i < items.n; i++) {
+		int n, used = 0;
+		if (sscanf(items.v[i], "%d=%n", &n, &used) != 1 || used == 0 || n < 0 || n >= 64 || items.v[i][used] != '/')
+			fatal("agent: --stubs: want N=PATH", items.v[i]);
+		cfg->stub_prog[cfg->stubs.n] = n;
+		strings_add(&cfg->stubs, items.v[i] + used);
+	}
+	strings_free(&items);
+}
+
+/* stub_listen makes the socket the stubs call: abstract, so in the
+ * sandbox's own network namespace, and made before any command runs. */
+static void stub_listen(void)
+{
+	if (agent.cfg.stubs.n == 0)
+		return;
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	memcpy(a.sun_path + 1, STUB_SOCKET, sizeof STUB_SOCKET - 1);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof STUB_SOCKET);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, len) < 0 || listen(fd, 128) < 0)
+		fatal("agent: stub socket", strerror(errno));
+	struct epoll_event e = {.events = EPOLLIN, .data.ptr = &stub_tag};
+	if (epoll_ctl(agent.epoll, EPOLL_CTL_ADD, fd, &e) < 0)
+		fatal("agent", strerror(errno));
+	agent.stub_listener = fd;
+}
+
 static void parse_flags(int argc, char **argv)
 {
 	struct agent_config *cfg = &agent.cfg;
@@ -1088,7 +1486,8 @@ static void parse_flags(int argc, char **argv)
 			continue;
 		}
 		if (strcmp(name, "exec-allow") && strcmp(name, "writable") && strcmp(name, "exec-dirs") &&
-		    strcmp(name, "hidden-programs") && strcmp(name, "rlimits") && strcmp(name, "listen"))
+		    strcmp(name, "hidden-programs") && strcmp(name, "rlimits") && strcmp(name, "stubs") &&
+		    strcmp(name, "listen"))
 			fatal("agent: flag provided but not defined", argv[i]);
 		if (!value && ++i >= argc)
 			fatal("agent: flag needs an argument", name);
@@ -1108,6 +1507,8 @@ static void parse_flags(int argc, char **argv)
 			set_rlimits(value);
 		} else if (!strcmp(name, "listen")) {
 			agent.listen = value;
+		} else if (!strcmp(name, "stubs")) {
+			parse_stubs(cfg, value);
 		} else {
 			hidden = value;
 		}
@@ -1200,6 +1601,7 @@ static void run(int argc, char **argv)
 	    epoll_ctl(agent.epoll, EPOLL_CTL_ADD, agent.sigfd, &es) < 0)
 		fatal("agent", strerror(errno));
 
+	stub_listen();
 	prepare();
 	if (!agent.cfg.pooled) {
 		struct event ev = {0};
@@ -1225,7 +1627,9 @@ static void run(int argc, char **argv)
 		for (int i = 0; i < n; i++) {
 			void *tag = events[i].data.ptr;
 			if (tag == &listener_tag)
-				accept_all(LISTENER_FD);
+				accept_all(LISTENER_FD, 0);
+			else if (tag == &stub_tag)
+				accept_all(agent.stub_listener, 1);
 			else if (tag == &signal_tag)
 				reap();
 		}
@@ -1233,7 +1637,12 @@ static void run(int argc, char **argv)
 		 * freed its connection, which a later event may name */
 		for (int i = 0; i < n; i++) {
 			void *tag = events[i].data.ptr;
-			if (tag == &listener_tag || tag == &signal_tag)
+			if (tag == &rules_tag) {
+				if (agent.rules >= 0)
+					rules_message();
+				continue;
+			}
+			if (tag == &listener_tag || tag == &signal_tag || tag == &stub_tag)
 				continue;
 			struct conn *c;
 			for (c = agent.conns; c && c != tag; c = c->next) {
@@ -1242,6 +1651,8 @@ static void run(int argc, char **argv)
 				continue;
 			if (c->pid)
 				control(c);
+			else if (c->ask)
+				stub_gone(c);
 			else
 				serve(c);
 		}

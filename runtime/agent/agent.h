@@ -25,8 +25,14 @@ struct agent_config {
 	struct strings writable; /* --writable */
 	struct strings exec_dirs; /* --exec-dirs: writable folders whose programs may run */
 	struct strings hidden;   /* --hidden-programs, the file's lines */
+	struct strings stubs;    /* --stubs: the sandbox paths of command-rule stubs */
+	int *stub_prog;          /* the program each stub stands for */
 	int pooled;
 };
+
+/* STUB_SOCKET is the abstract socket name (after its NUL) the stubs of
+ * ruled programs call the agent on. */
+#define STUB_SOCKET "warden-commands"
 
 /* sandbox.execRequest */
 struct request {
@@ -34,6 +40,9 @@ struct request {
 	char *cwd;
 	int tty, seal;
 	unsigned rows, cols;
+	int rules;        /* the host's command-rules channel */
+	long long run;    /* 1 + the ruled program the host approved, for a stub argv[0] */
+	char *path;       /* a stub's: the path it was started by */
 	int nul; /* a string held a NUL byte, which no C string can carry */
 };
 

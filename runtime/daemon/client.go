@@ -129,6 +129,31 @@ func (c *Client) Stats() (Stats, error) {
 	return *r.Stats, nil
 }
 
+// Approvals lists the commands waiting for a human.
+func (c *Client) Approvals() ([]Approval, error) {
+	r, err := c.call(request{Op: "approvals.ls"})
+	return r.Approvals, err
+}
+
+// WaitApprovals returns the commands waiting for a human at the next
+// change of the queue (an ask added, answered, timed out or withdrawn), or
+// after 30 seconds without one: a watcher calls it in a loop.
+func (c *Client) WaitApprovals() ([]Approval, error) {
+	r, err := c.call(request{Op: "approvals.wait"})
+	return r.Approvals, err
+}
+
+// Answer approves (allow) or denies a waiting command, with the
+// answerer's reason (may be empty).
+func (c *Client) Answer(id string, allow bool, reason string) error {
+	op := "approvals.deny"
+	if allow {
+		op = "approvals.approve"
+	}
+	_, err := c.call(request{Op: op, ID: id, Reason: reason})
+	return err
+}
+
 // GC removes what no live session or pool owns, and says what.
 func (c *Client) GC() ([]string, error) {
 	r, err := c.call(request{Op: "gc"})

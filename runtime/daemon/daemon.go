@@ -43,7 +43,8 @@ type Daemon struct {
 	sessions map[string]*daemonSession
 	pools    *pools // warm pools; see pool.go
 
-	counters *counters // the stats op's counts; see stats.go
+	counters  *counters      // the stats op's counts; see stats.go
+	approvals *approvalQueue // commands waiting for a human; see approvals.go
 }
 
 type daemonSession struct {
@@ -74,9 +75,10 @@ func NewDaemon(rt *sandbox.Runtime, auditPath string) (*Daemon, error) {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	d := &Daemon{rt: rt, audit: audit, lock: lock, conns: newConnTable(), sessions: map[string]*daemonSession{}, pools: newPools(rt),
-		counters: newCounters()}
+		counters: newCounters(), approvals: newApprovalQueue()}
 	audit.Observe(d.counters.observe)
 	rt.SetAuditLog(audit)
+	rt.SetApprover(d.approvals.wait)
 	// Before anything is adopted or reaped: a pool state that cannot be
 	// read stops the start and changes nothing.
 	if err := d.pools.load(); err != nil {
@@ -272,6 +274,12 @@ func (d *Daemon) handle(ctx context.Context, p peer) {
 		answer.Killed, err = d.killSwitch(conn, req.Op, req.ID)
 	case "freeze.all", "thaw.all":
 		answer.Sessions, err = d.killSwitchAll(conn, req.Op)
+	case "approvals.ls":
+		answer.Approvals = d.Approvals()
+	case "approvals.wait":
+		answer.Approvals = d.waitApprovals(ctx, conn)
+	case "approvals.approve", "approvals.deny":
+		err = d.answerOp(conn, &req)
 	case "pool.fill", "pool.status", "pool.drain":
 		answer.Pools, err = d.poolOp(req.Op, req.Pool)
 	default:

@@ -11,6 +11,11 @@ type execRequest struct {
 	Cols uint16   `json:"cols,omitempty"`
 	// Seal, alone, tells a pooled agent its session's folders are bound.
 	Seal bool `json:"seal,omitempty"`
+	// Rules, alone, opens the command rules' channel (commands.go).
+	Rules bool `json:"rules,omitempty"`
+	// Run is 1 + the ruled program the rules let argv run: where argv[0]
+	// finds that program's stub, the agent runs the program itself.
+	Run int `json:"run,omitempty"`
 }
 
 // execControl is what a client may wire.Send while the command runs.

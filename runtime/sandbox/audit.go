@@ -24,7 +24,7 @@ import (
 // and duration, net.deny with the reason).
 type AuditRecord struct {
 	Time       time.Time `json:"time"`
-	Event      string    `json:"event"` // exec.start (daemon), exec, session.create, session.remove, session.expire, session.reap, session.freeze, session.thaw, session.kill, pool.*, container.reap, net.allow, net.deny, net.suppressed
+	Event      string    `json:"event"` // exec.start (daemon), exec, session.create, session.remove, session.expire, session.reap, session.freeze, session.thaw, session.kill, command, pool.*, container.reap, net.allow, net.deny, net.suppressed
 	Session    string    `json:"session"`
 	Policy     string    `json:"policy,omitempty"`
 	PolicyHash string    `json:"policyHash,omitempty"`
@@ -56,6 +56,15 @@ type AuditRecord struct {
 	UID    *int `json:"uid,omitempty"`
 	Pid    int  `json:"pid,omitempty"`
 	Killed int  `json:"killed,omitempty"`
+	// A command rule's decision (event command): allow or deny by a
+	// rule, or for an ask approved, denied (UID: who answered), timeout
+	// or withdrawn (its caller went away); Rule names the rule, Approval the ask's id, Parent the
+	// command line that started the program inside the sandbox.
+	Decision string `json:"decision,omitempty"`
+	Approval string `json:"approval,omitempty"`
+	Parent   string `json:"parent,omitempty"`
+	// AnsweredBy names who answered an ask when not a uid.
+	AnsweredBy string `json:"answeredBy,omitempty"`
 }
 
 // AuditLog appends JSON lines to a file, one write() per record on a

@@ -532,6 +532,9 @@ func checkEngine(p *policies.Policy) error {
 	if len(p.Network.Allow) > 0 {
 		return kindf(spec.ErrInvalid, "policy %s: network.allow is not available under engine \"gvisor\" yet (its sandboxes have no network); remove [network] or use engine \"container\"", p.Name)
 	}
+	if c := p.Commands; len(c.Deny)+len(c.Ask)+len(c.Allow) > 0 {
+		return kindf(spec.ErrInvalid, "policy %s: [commands] rules are not available under engine \"gvisor\" yet; remove them or use engine \"container\"", p.Name)
+	}
 	return nil
 }
 

@@ -609,7 +609,7 @@ func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ 
 		ID: cfg.ID, PolicyName: cfg.Policy.Name, PolicyHash: cfg.Policy.Hash(), PolicyTOML: pc.PolicyTOML,
 		Vars: cfg.Vars, Created: time.Now().UTC(), Identity: cfg.Identity, Container: pc.ID, Pool: pc.Key,
 		rt: rt, home: dir, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: cs.bundle.Spec.Process.Env,
-		container: pc.container, lastUsed: time.Now(),
+		container: pc.container, lastUsed: time.Now(), Commands: commandsOf(cs.bundle),
 	}
 	if err := s.save(); err != nil {
 		return nil, err

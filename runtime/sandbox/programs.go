@@ -1,11 +1,8 @@
 package sandbox
 
 import (
-	"crypto/sha256"
 	"debug/elf"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,6 +14,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/warden-sandbox/warden/spec"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // With an exec allow-list, Landlock stops execve of every unlisted file,
@@ -147,37 +145,7 @@ func (rt *Runtime) saveProgramScan(dir string, scan *programScan) {
 }
 
 // fingerprint sums up what changes when packages come and go.
-func fingerprint(dir string) string {
-	h := sha256.New()
-	stamp := func(p string) {
-		if fi, err := os.Lstat(p); err == nil {
-			fmt.Fprintf(h, "%s %d\n", p, fi.ModTime().UnixNano())
-		}
-	}
-	stamp("/var/lib/dpkg/status")
-	stamp(dir)
-	for _, a := range subdirs(dir) {
-		stamp(a)
-		for _, b := range subdirs(a) {
-			stamp(b)
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func subdirs(dir string) []string {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() {
-			out = append(out, filepath.Join(dir, e.Name()))
-		}
-	}
-	return out
-}
+func fingerprint(dir string) string { return hostfs.PackagesFingerprint("/var/lib/dpkg/status", dir) }
 
 // findPrograms walks dir (not following symlinks: a link is harmless, its
 // target is what Landlock checks) for files with an execute bit that are

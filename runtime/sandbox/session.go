@@ -53,6 +53,12 @@ type Runtime struct {
 	// The engines that run the sandboxes' containers; see engine.go.
 	container, gvisor engine
 	engine            engines // loads a container from its engine
+
+	approver Approver // answers the command rules' asks; see commands.go
+	copies   struct { // the ruled programs' copies; see programCopy
+		sync.Mutex
+		byKey map[string]*os.File
+	}
 }
 
 // Changing marks a create, claim or pool start under way until the
@@ -177,6 +183,8 @@ type Session struct {
 	Pool   string          `json:"pool,omitempty"`
 	Limits policies.Limits `json:"-"`
 	Env    []string        `json:"-"` // the sandbox's base environment
+	// Commands are the programs the policy's [commands] rules name.
+	Commands []spec.CommandProgram `json:"commands,omitempty"`
 
 	rt        *Runtime
 	home      string // state folder when not sessions/ID: a pooled container's
@@ -198,7 +206,9 @@ type Session struct {
 	lastUsed time.Time
 	// persisted is when touch last wrote lastUsed to the state file.
 	persisted time.Time
-	hold      *os.File // the session folder, locked (holdDir)
+	hold      *os.File      // the session folder, locked (holdDir)
+	rulesConn *net.UnixConn // the agent's command-rules channel
+	asking    atomic.Int32  // asks waiting for an answer
 }
 
 // Policy is the session's policy.
@@ -279,6 +289,7 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 		ID: cfg.ID, PolicyName: cfg.Policy.Name, PolicyHash: cfg.Policy.Hash(), PolicyTOML: string(text),
 		Vars: cfg.Vars, Created: time.Now().UTC(), Identity: cfg.Identity,
 		rt: rt, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: b.Spec.Process.Env, lastUsed: time.Now(), hold: hold,
+		Commands: commandsOf(b),
 	}
 	// The session's own folders are bound into the running sandbox, the
 	// way a claim binds them into a pooled one: an id-mapped mount in the
@@ -347,6 +358,9 @@ func (rt *Runtime) bindSession(s *Session, mntns int, late []specs.Mount) (err e
 	if err := s.seal(); err != nil {
 		return err
 	}
+	if err := s.serveRules(); err != nil {
+		return err
+	}
 	logrus.Debugf("session %s: late mounts %s, seal sent %s", s.ID, t1.Sub(t0), time.Since(t1))
 	return nil
 }
@@ -358,6 +372,9 @@ func agentArgs(s *specs.Spec) []string {
 	args := []string{spec.AgentPath, "agent"}
 	if allow := s.Annotations[spec.AnnotationExecAllow]; allow != "*" {
 		args = append(args, "--exec-allow", allow)
+	}
+	if progs, _ := spec.CommandPrograms(s); len(progs) > 0 {
+		args = append(args, "--stubs", stubArgs(progs))
 	}
 	var writable []string
 	for _, m := range s.Mounts {
@@ -489,6 +506,9 @@ func (rt *Runtime) Adopt(id string) (*Session, error) {
 	if err == nil {
 		err = rt.startEgress(s)
 	}
+	if err == nil {
+		err = s.serveRules()
+	}
 	if err != nil {
 		rt.destroy(id)
 		if hold != nil {
@@ -503,6 +523,7 @@ func (rt *Runtime) Adopt(id string) (*Session, error) {
 // Release lets go of a session whose sandbox has stopped: its network is
 // no longer served and its folder is unlocked, for gc to remove.
 func (s *Session) Release() {
+	s.closeRules()
 	s.StopEgress()
 	s.hold.Close()
 }
@@ -522,6 +543,7 @@ func (rt *Runtime) IDs() []string {
 // Close stops the session's sandbox and removes its state. The workspace
 // and every other granted folder are left as they are.
 func (s *Session) Close() error {
+	s.closeRules()
 	s.StopEgress()
 	err := s.rt.destroy(s.ID)
 	s.hold.Close()
@@ -733,6 +755,19 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 		return ExecResult{}, kindf(spec.ErrInvalid, "session %s runs under engine gvisor, which cannot give a command a terminal yet; run it without -t", s.ID)
 	}
 	req := execRequest{Argv: o.Argv, Env: env, Cwd: s.Cwd(o.Cwd), Tty: o.Tty, Rows: o.Rows, Cols: o.Cols}
+	// A ruled program named by argv[0] is decided here, saving its stub
+	// the round trip; a program it names elsewhere asks through its stub.
+	if prog := s.ruledProgram(o.Argv[0]); prog >= 0 {
+		dec := s.decide(ctx, prog, o.Argv, req.Cwd, "", func(line string) {
+			if o.Stderr != nil {
+				fmt.Fprintf(o.Stderr, "warden: %s\n", line)
+			}
+		})
+		if !dec.allow {
+			return ExecResult{ExitCode: DeniedExitCode, Error: dec.line, Duration: time.Since(start)}, nil
+		}
+		req.Run = prog + 1
+	}
 	var fds []int
 	if !o.Tty {
 		stdio, err := stdioFiles(o.Stdin, o.Stdout, o.Stderr)

@@ -4,6 +4,8 @@
 package hostfs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -95,4 +97,38 @@ func MountsUnder(dir string) []*mountinfo.Info {
 		return !ok || rel == ".", false
 	})
 	return mounts
+}
+
+// PackagesFingerprint sums up what changes when packages come and go
+// under dirs: the modification times of dpkgStatus, of each dir and of its
+// first two levels of folders. Scans of the host's programs are kept while
+// it holds.
+func PackagesFingerprint(dpkgStatus string, dirs ...string) string {
+	h := sha256.New()
+	stamp := func(p string) {
+		if fi, err := os.Lstat(p); err == nil {
+			fmt.Fprintf(h, "%s %d\n", p, fi.ModTime().UnixNano())
+		}
+	}
+	subdirs := func(dir string) []string {
+		entries, _ := os.ReadDir(dir)
+		var out []string
+		for _, e := range entries {
+			if e.IsDir() {
+				out = append(out, filepath.Join(dir, e.Name()))
+			}
+		}
+		return out
+	}
+	stamp(dpkgStatus)
+	for _, dir := range dirs {
+		stamp(dir)
+		for _, a := range subdirs(dir) {
+			stamp(a)
+			for _, b := range subdirs(a) {
+				stamp(b)
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -31,12 +31,15 @@ type Request struct {
 	// V is the protocol version the client speaks; 0 (absent, as the
 	// clients before versions sent) means 1.
 	V      int            `json:"v,omitempty"`
-	Op     string         `json:"op"` // ping, create, exec, list, remove, gc, freeze, thaw, kill, freeze.all, thaw.all, stats
+	Op     string         `json:"op"` // ping, create, exec, list, remove, gc, freeze, thaw, kill, freeze.all, thaw.all, stats, approvals.ls, approvals.wait, approvals.approve, approvals.deny
 	ID     string         `json:"id,omitempty"`
 	Create *CreateRequest `json:"create,omitempty"`
 	Exec   *ExecRequest   `json:"exec,omitempty"`
 	Force  bool           `json:"force,omitempty"`
 	Pool   *PoolRequest   `json:"pool,omitempty"` // pool.fill, pool.drain
+	// Reason is the answerer's words for approvals.approve and
+	// approvals.deny (ID is the approval's).
+	Reason string `json:"reason,omitempty"`
 }
 
 // CreateRequest carries what a new session needs. With exec, it makes the
@@ -73,6 +76,22 @@ type Reply struct {
 	Pools    []PoolInfo    `json:"pools,omitempty"`
 	Killed   int           `json:"killed,omitempty"` // kill: processes killed
 	Stats    *Stats        `json:"stats,omitempty"`  // stats
+	// Approvals are the commands waiting for a human (approvals.ls).
+	Approvals []Approval `json:"approvals,omitempty"`
+}
+
+// Approval is a command waiting for a human: a call of a program the
+// session's policy has in commands.ask.
+type Approval struct {
+	ID      string        `json:"id"`
+	Session string        `json:"session"`
+	Policy  string        `json:"policy"`
+	Argv    []string      `json:"argv"`
+	Cwd     string        `json:"cwd"`
+	Parent  string        `json:"parent,omitempty"` // the command line that started it in the sandbox; empty for a top-level command
+	Rule    string        `json:"rule"`             // the rule that asks: commands.ask "git push **"
+	Since   time.Time     `json:"since"`
+	Timeout time.Duration `json:"timeout"` // unanswered after this long, it is denied
 }
 
 // Result is how a command ended.
