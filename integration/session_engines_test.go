@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -367,5 +368,74 @@ func TestGVisorEngineChoice(t *testing.T) {
 	}
 	if out, err := exec.Command(wardenBinary, "policy", "explain", gv).CombinedOutput(); err != nil || !strings.Contains(string(out), "engine gvisor") {
 		t.Errorf("policy explain of a gvisor policy: %v\n%s", err, out)
+	}
+}
+
+// TestGVisorViewsShared: the views that hold exec.allow under gVisor are
+// shared by every process on a root (the daemon, `warden do`), and none
+// of them may take a view away from a sandbox another is starting or
+// running, nor gc: no sandbox ever sees the hidden program.
+func TestGVisorViewsShared(t *testing.T) {
+	requireRunsc(t)
+	r := newRoot(t)
+	hidden := ""
+	for _, p := range []string{"/usr/lib/apt/methods/http", "/usr/lib/git-core/git", "/usr/lib/openssh/ssh-keysign"} {
+		if _, err := os.Stat(p); err == nil {
+			hidden = p
+			break
+		}
+	}
+	if hidden == "" {
+		t.Fatal("no program under /usr/lib to hide on this host")
+	}
+	p := r.policy(enginePolicy("gvisor", "name = \"views\"\n[exec]\nallow = [\"sh\", \"true\"]\n"))
+	ws := workspace(t, 0)
+	check := fmt.Sprintf("if [ -e %s ]; then echo VISIBLE; fi", hidden)
+	const rounds = 30
+	var wg sync.WaitGroup
+	errs := make(chan string, 3*rounds)
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				var res sandboxResult
+				if w == 0 {
+					id := fmt.Sprintf("views-%d-%s", i, randomHex(3))
+					if c := r.warden("session", "create", "--policy", p, "--workspace", ws, "--id", id); c.Exit != 0 {
+						errs <- "session create: " + c.Stderr
+						continue
+					}
+					res = r.exec(id, nil, "sh", "-c", check)
+					r.warden("session", "rm", id)
+				} else {
+					res = r.warden("do", "--policy", p, "--workspace", ws, "--", "sh", "-c", check)
+				}
+				if res.Exit != 0 || strings.Contains(res.Stdout, "VISIBLE") {
+					errs <- fmt.Sprintf("worker %d round %d: exit %d, stdout %q, stderr %q", w, i, res.Exit, res.Stdout, res.Stderr)
+				}
+			}
+		}(w)
+	}
+	// And gc, which removes the views no sandbox uses, all the while.
+	done := make(chan struct{})
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			r.warden("gc")
+		}
+	}()
+	wg.Wait()
+	close(done)
+	<-gcDone
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

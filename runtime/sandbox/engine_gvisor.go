@@ -61,7 +61,7 @@ func (e *gvisorEngine) globalArgs() []string {
 	}
 }
 
-func (e *gvisorEngine) stateDir() string { return filepath.Join(e.rt.Root, "runsc") }
+func (e *gvisorEngine) stateDir() string { return e.rt.runscDir() }
 
 // gvisorPidsOverhead is what runsc's own threads and processes take of a
 // sandbox's pids limit on the host, on top of the policy's.
@@ -138,10 +138,12 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	if _, err := e.rt.Runsc(); err != nil {
 		return nil, err
 	}
-	sp, err := e.sandboxSpec(req)
+	sp, holds, err := e.sandboxSpec(req)
 	if err != nil {
 		return nil, err
 	}
+	// The views it names are this start's until its bundle names them.
+	defer holds.release()
 	// The folder the agent binds its socket on: the sandbox's root owns
 	// it, nobody else on the host may enter it.
 	share := filepath.Join(filepath.Dir(req.socket), "agent")
@@ -167,6 +169,7 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o600); err != nil {
 		return nil, err
 	}
+	holds.release()
 	c := &gvisorContainer{e: e, id: req.id}
 	fail := func(err error) (container, error) {
 		c.destroy()
@@ -288,7 +291,7 @@ func logTail(log *os.File, offset int64, err error) string {
 // shared folder instead of an inherited socket and leaves the walls
 // Landlock would build to the file view; exec-capable system folders show
 // only the programs exec.allow allows.
-func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, error) {
+func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, viewHolds, error) {
 	sp := *req.spec
 	proc := *sp.Process
 	sp.Process = &proc
@@ -326,9 +329,11 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, error) {
 	}
 	proc.Args = args
 	sp.Mounts = slices.Clone(sp.Mounts)
+	var holds viewHolds
 	if allow := sp.Annotations[spec.AnnotationExecAllow]; allow != "*" {
-		if err := e.rt.programViews(&sp, strings.Split(allow, ":")); err != nil {
-			return nil, err
+		var err error
+		if holds, err = e.rt.programViews(&sp, strings.Split(allow, ":")); err != nil {
+			return nil, nil, err
 		}
 	}
 	linux := *sp.Linux
@@ -336,7 +341,7 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, error) {
 	linux.CgroupsPath = e.rt.cgroupPath(req.id)
 	// On the host the cgroup holds runsc's sentry and gofer, whose threads
 	// count against pids: the sandbox's own processes are held to the
-	// policy's number inside (see gvisorOverhead).
+	// policy's number inside (RLIMIT_NPROC, above).
 	if n := pidsLimit(&linux); n > 0 {
 		res := *linux.Resources
 		limit := n + gvisorPidsOverhead
@@ -357,7 +362,7 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, error) {
 	// and would turn its ENOSYS answers (clone3) into EPERM: the sentry's
 	// own filter stands between the sandbox and the host.
 	linux.Seccomp = nil
-	return &sp, nil
+	return &sp, holds, nil
 }
 
 // pidsLimit is the spec's pids limit, 0 for none.

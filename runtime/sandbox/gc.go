@@ -95,12 +95,19 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 	}
 	rt.RemoveRootCgroups()
 	removed = append(removed, rt.GCLeases(live)...)
-	inUse := rt.viewsInUse()
+	// Views and runsc's mounts go by their own rules (views.go): their
+	// users may be other processes.
+	gone, failed := rt.removeViews()
+	removed, errs = append(removed, gone...), append(errs, failed...)
+	gone, failed = rt.releaseRunsc(rt.viewsInUse())
+	removed, errs = append(removed, gone...), append(errs, failed...)
 	mounts := hostfs.MountsUnder(rt.Root)
 	slices.Reverse(mounts) // deepest first
 	for _, info := range mounts {
 		m := info.Mountpoint
-		if inUse[m] {
+		_, view := hostfs.Under(m, rt.viewsDir())
+		_, runsc := hostfs.Under(m, rt.runscDir())
+		if view || runsc {
 			continue
 		}
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
@@ -109,8 +116,6 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		}
 		removed = append(removed, "mount "+m)
 	}
-	gone, failed := rt.removeViews(inUse)
-	removed, errs = append(removed, gone...), append(errs, failed...)
 	return removed, errors.Join(errs...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,17 +26,37 @@ import (
 // A view is made once per folder and set of hidden programs, under the
 // root's views folder, and shared by every sandbox that needs the same
 // one; a change of the host's programs (a new scan, see scanPrograms)
-// gives a new view. `warden gc` unmounts the views no sandbox uses.
+// gives a new view.
+//
+// Views are shared between processes (the daemon, `warden do`, Go
+// programs on the same root), so their life is held by an flock on each
+// view's folder: whoever makes or takes a view holds it exclusively until
+// the bundle that names it is written (gvisor/config.json in the session's
+// folder); whoever removes one holds it too, and looks at the bundles
+// again once it does. A view named by a bundle is in use until that
+// session's folder is gone. `warden gc`, the end of a gVisor session and
+// a daemon's stop remove the views nothing uses.
 
 func (rt *Runtime) viewsDir() string { return filepath.Join(rt.Root, "views") }
 
+// viewHolds are the view locks a start holds until its bundle is written.
+type viewHolds []*os.File
+
+func (h viewHolds) release() {
+	for _, f := range h {
+		f.Close()
+	}
+}
+
 // programViews points sp's exec-capable bind mounts of folders at views
-// that hide the programs allowed does not list.
-func (rt *Runtime) programViews(sp *specs.Spec, allowed []string) error {
+// that hide the programs allowed does not list. The caller releases the
+// holds once a file names the views (see viewsInUse).
+func (rt *Runtime) programViews(sp *specs.Spec, allowed []string) (viewHolds, error) {
 	keep := map[string]bool{}
 	for _, p := range allowed {
 		keep[p] = true
 	}
+	var holds viewHolds
 	for i, m := range sp.Mounts {
 		if m.Type != "bind" || slices.Contains(m.Options, "noexec") {
 			continue
@@ -53,34 +74,78 @@ func (rt *Runtime) programViews(sp *specs.Spec, allowed []string) error {
 		if len(hide) == 0 {
 			continue
 		}
-		view, err := rt.programView(m.Source, hide)
+		view, hold, err := rt.programView(m.Source, hide)
 		if err != nil {
-			return fmt.Errorf("exec.allow: the view of %s: %w", m.Source, err)
+			holds.release()
+			return nil, fmt.Errorf("exec.allow: the view of %s: %w", m.Source, err)
 		}
+		holds = append(holds, hold)
 		sp.Mounts[i].Source = view
 	}
-	return nil
+	return holds, nil
 }
 
 // programView is the mounted view of dir without the programs hide names
-// (relative to dir), made if it does not exist yet.
-func (rt *Runtime) programView(dir string, hide []string) (string, error) {
+// (relative to dir), made if it does not exist yet, and the lock that
+// keeps it from removal.
+func (rt *Runtime) programView(dir string, hide []string) (string, *os.File, error) {
 	sum := sha256.Sum256([]byte(dir + "\x00" + strings.Join(hide, "\x00")))
 	base := filepath.Join(rt.viewsDir(), hex.EncodeToString(sum[:12]))
 	if err := MakeStateDir(rt.viewsDir()); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	if err := os.Mkdir(base, 0o700); err != nil && !os.IsExist(err) {
-		return "", err
+	for {
+		if err := os.Mkdir(base, 0o700); err != nil && !os.IsExist(err) {
+			return "", nil, err
+		}
+		lock, err := lockView(base, true)
+		if err != nil {
+			return "", nil, err
+		}
+		if lock == nil {
+			continue // removed while this waited: make it again
+		}
+		view, err := makeView(base, dir, hide)
+		if err != nil {
+			lock.Close()
+			return "", nil, err
+		}
+		return view, lock, nil
 	}
-	lock, err := os.OpenFile(base, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+}
+
+// lockView locks a view's folder exclusively, waiting for it or not; nil
+// when it is held elsewhere (no wait) or was removed meanwhile.
+func lockView(base string, wait bool) (*os.File, error) {
+	f, err := os.OpenFile(base, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return "", err
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, err
 	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return "", err
+	how := unix.LOCK_EX
+	if !wait {
+		how |= unix.LOCK_NB
 	}
+	if err := unix.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	// Still the folder of that name: a remover that held it took it away.
+	var held, now unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &held) != nil || unix.Lstat(base, &now) != nil || held.Ino != now.Ino || held.Dev != now.Dev {
+		f.Close()
+		return nil, nil
+	}
+	return f, nil
+}
+
+// makeView mounts base's view of dir unless it is mounted; base is locked.
+func makeView(base, dir string, hide []string) (string, error) {
 	view := filepath.Join(base, "view")
 	if isMountpoint(view) {
 		return view, nil
@@ -114,14 +179,14 @@ func (rt *Runtime) programView(dir string, hide []string) (string, error) {
 	return view, nil
 }
 
-// viewsInUse lists the mounts under the root that live gVisor sandboxes
-// need: the views the sandboxes of the root's sessions are
-// started with (their runsc bundles name them): gc leaves them mounted,
-// since removing a view's whiteouts under a running sandbox would show it
-// the programs they hide.
+// viewsInUse lists the mounts under the root that gVisor sandboxes need:
+// the views their bundles name, and runsc's own (the empty network
+// namespace its sandboxes join) while the root has any session at all,
+// one being made by another process included.
 func (rt *Runtime) viewsInUse() map[string]bool {
 	used := map[string]bool{}
-	for _, id := range rt.IDs() {
+	ids := rt.IDs()
+	for _, id := range ids {
 		data, err := os.ReadFile(filepath.Join(rt.SessionDir(id), "gvisor", "config.json"))
 		if err != nil {
 			continue
@@ -135,48 +200,68 @@ func (rt *Runtime) viewsInUse() map[string]bool {
 				used[m.Source] = true
 			}
 		}
-		// runsc's own: the empty network namespace its sandboxes join.
-		for _, m := range hostfs.MountsUnder(filepath.Join(rt.Root, "runsc")) {
+	}
+	if len(ids) > 0 {
+		for _, m := range hostfs.MountsUnder(rt.runscDir()) {
 			used[m.Mountpoint] = true
 		}
 	}
 	return used
 }
 
-// ReleaseViews unmounts and removes the views, and runsc's own mounts,
-// that no session's sandbox uses any more, once one has ended. It waits
-// for nothing: while a create, claim or gc is under way (their views not
-// yet named by a bundle), it leaves them to the next release or gc.
+func (rt *Runtime) runscDir() string { return filepath.Join(rt.Root, "runsc") }
+
+// ReleaseViews removes the views, and runsc's own mounts, that nothing
+// uses any more; one another process holds is left to the next release
+// or gc. It is called when a gVisor session ends and when a daemon stops.
 func (rt *Runtime) ReleaseViews() {
-	if !rt.gcMu.TryLock() {
-		return
-	}
-	defer rt.gcMu.Unlock()
-	inUse := rt.viewsInUse()
-	mounts := append(hostfs.MountsUnder(rt.viewsDir()), hostfs.MountsUnder(filepath.Join(rt.Root, "runsc"))...)
-	for _, m := range mounts {
-		if !inUse[m.Mountpoint] {
-			unix.Unmount(m.Mountpoint, unix.MNT_DETACH)
-		}
-	}
-	rt.removeViews(inUse)
+	rt.removeViews()
+	rt.releaseRunsc(rt.viewsInUse())
 }
 
-// removeViews removes the folders of the views that are neither in use
-// nor mounted, and says which.
-func (rt *Runtime) removeViews(inUse map[string]bool) (removed []string, errs []error) {
+// releaseRunsc unmounts runsc's mounts under the root unless in use.
+func (rt *Runtime) releaseRunsc(inUse map[string]bool) (removed []string, errs []error) {
+	for _, m := range hostfs.MountsUnder(rt.runscDir()) {
+		if inUse[m.Mountpoint] {
+			continue
+		}
+		if err := unix.Unmount(m.Mountpoint, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m.Mountpoint, err))
+			continue
+		}
+		removed = append(removed, "mount "+m.Mountpoint)
+	}
+	return removed, errs
+}
+
+// removeViews unmounts and removes each view that no bundle names, under
+// its lock, and says which.
+func (rt *Runtime) removeViews() (removed []string, errs []error) {
 	views, _ := os.ReadDir(rt.viewsDir())
 	for _, e := range views {
-		dir := filepath.Join(rt.viewsDir(), e.Name())
-		view := filepath.Join(dir, "view")
-		if inUse[view] || isMountpoint(view) || !onlyWardens(dir, "hidden", "view") {
+		base := filepath.Join(rt.viewsDir(), e.Name())
+		if !onlyWardens(base, "hidden", "view") {
 			continue
 		}
-		if err := os.RemoveAll(dir); err != nil {
+		lock, err := lockView(base, false)
+		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		removed = append(removed, "view "+dir)
+		if lock == nil {
+			continue // being made or taken: in use
+		}
+		view := filepath.Join(base, "view")
+		// Read now that no start can be between taking it and naming it.
+		if !rt.viewsInUse()[view] {
+			if err := unix.Unmount(view, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", view, err))
+			} else if err := os.RemoveAll(base); err != nil {
+				errs = append(errs, err)
+			} else {
+				removed = append(removed, "view "+base)
+			}
+		}
+		lock.Close()
 	}
 	return removed, errs
 }
