@@ -56,14 +56,16 @@ type gvBench struct {
 	runsc   string
 	rsRoot  string // runsc's state root for the bare sandboxes
 	cgroup  string // cgroup parent of the bare sandboxes
-	bare    []string
 	session string
 }
 
 func newGVBench(b *testing.B) *gvBench {
 	runsc, err := (&sandbox.Runtime{Binary: wardenBinary}).Runsc()
+	if err == nil {
+		_, err = os.Stat(runsc)
+	}
 	if err != nil {
-		b.Fatal(err)
+		b.Fatalf("the gVisor bench needs runsc (`make deps` installs it into bin/tools): %v", err)
 	}
 	dir := tempDir(b)
 	g := &gvBench{b: b, dir: dir, root: filepath.Join(dir, "root"), policy: filepath.Join(dir, "gvbench.toml"),
@@ -109,7 +111,6 @@ func (g *gvBench) startBare(id, bundle string) {
 	defer log.Close()
 	cmd := exec.Command(g.runsc, g.runscArgs(g.rsRoot, "run", "--detach", "--bundle", bundle, id)...)
 	cmd.Stdout, cmd.Stderr = log, log
-	g.bare = append(g.bare, id)
 	if err := cmd.Run(); err != nil {
 		out, _ := os.ReadFile(log.Name())
 		g.b.Fatalf("runsc run --detach %s: %v: %s", id, err, out)
@@ -132,7 +133,9 @@ func (g *gvBench) cleanup() {
 	for _, pid := range w.daemonPids() {
 		syscall.Kill(pid, syscall.SIGTERM)
 	}
-	for _, id := range g.bare {
+	// Every bare sandbox, also one a failed run left behind.
+	ids, _ := exec.Command(g.runsc, g.runscArgs(g.rsRoot, "list", "-quiet")...).Output()
+	for _, id := range strings.Fields(string(ids)) {
 		exec.Command(g.runsc, g.runscArgs(g.rsRoot, "delete", "--force", id)...).Run()
 	}
 	// runsc keeps an empty network namespace bound in its root for
