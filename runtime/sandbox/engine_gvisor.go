@@ -182,18 +182,18 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	if fi, err := req.log.Stat(); err == nil {
 		offset = fi.Size()
 	}
-	create := e.runsc(ctx, "create", "--bundle", bundle, req.id)
-	create.Stdout, create.Stderr = req.log, req.log
-	if err := create.Run(); err != nil {
+	// One runsc for create and start: each call of the 100 MB binary costs
+	// tens of milliseconds. Its pid file names the sandbox's process.
+	pidFile := filepath.Join(bundle, "sandbox.pid")
+	run := e.runsc(ctx, "run", "--detach", "--bundle", bundle, "--pid-file", pidFile, req.id)
+	run.Stdout, run.Stderr = req.log, req.log
+	if err := run.Run(); err != nil {
 		if ctx.Err() != nil {
-			return fail(fmt.Errorf("start sandbox: runsc create did not finish within %s; it was killed", gvisorStartTimeout))
+			return fail(fmt.Errorf("start sandbox: runsc run did not finish within %s; it was killed", gvisorStartTimeout))
 		}
-		return fail(fmt.Errorf("start sandbox: runsc create: %s", logTail(req.log, offset, err)))
+		return fail(fmt.Errorf("start sandbox: runsc run: %s", logTail(req.log, offset, err)))
 	}
-	if _, err := e.run(gvisorStartTimeout, "start", req.id); err != nil {
-		return fail(fmt.Errorf("start sandbox: %w", err))
-	}
-	if err := c.record(req.socket); err != nil {
+	if err := c.record(pidFile, req.socket); err != nil {
 		return fail(err)
 	}
 	// The agent binds its socket as it starts; the host's name for it is
@@ -392,21 +392,21 @@ func (c *gvisorContainer) recordPath() string {
 	return filepath.Join(c.e.stateDir(), c.id+".warden.json")
 }
 
-// record notes the sandbox process runsc started.
-func (c *gvisorContainer) record(socket string) error {
-	out, err := c.e.run(10*time.Second, "state", c.id)
+// record notes the sandbox process runsc started, from its pid file.
+func (c *gvisorContainer) record(pidFile, socket string) error {
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		return fmt.Errorf("runsc's pid file: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("runsc's pid file %s: %q", pidFile, data)
+	}
+	start, err := processStart(pid)
 	if err != nil {
 		return err
 	}
-	var st specs.State
-	if err := json.Unmarshal(out, &st); err != nil || st.Pid <= 0 {
-		return fmt.Errorf("runsc state %s: %q", c.id, out)
-	}
-	start, err := processStart(st.Pid)
-	if err != nil {
-		return err
-	}
-	return c.save(gvisorRecord{Pid: st.Pid, Start: start, Socket: socket})
+	return c.save(gvisorRecord{Pid: pid, Start: start, Socket: socket})
 }
 
 func (c *gvisorContainer) save(r gvisorRecord) error {
