@@ -35,6 +35,8 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -757,6 +759,7 @@ static struct agent {
 	struct buf why;           /* what failed */
 	struct conn *conns;
 	int gvisor;          /* --gvisor: no Landlock, the file view is the wall */
+	const char *seccomp; /* --seccomp: the filter to load (gVisor: runsc loads none) */
 	const char *listen;  /* --listen: the socket's name, until the host connects */
 	int accept_paused; /* out of descriptors: a listener is not watched (1: the host's, 2: the stubs') */
 	long long paused_at; /* when, in ms of CLOCK_MONOTONIC */
@@ -1487,7 +1490,7 @@ static void parse_flags(int argc, char **argv)
 		}
 		if (strcmp(name, "exec-allow") && strcmp(name, "writable") && strcmp(name, "exec-dirs") &&
 		    strcmp(name, "hidden-programs") && strcmp(name, "rlimits") && strcmp(name, "stubs") &&
-		    strcmp(name, "listen"))
+		    strcmp(name, "listen") && strcmp(name, "seccomp"))
 			fatal("agent: flag provided but not defined", argv[i]);
 		if (!value && ++i >= argc)
 			fatal("agent: flag needs an argument", name);
@@ -1507,6 +1510,8 @@ static void parse_flags(int argc, char **argv)
 			set_rlimits(value);
 		} else if (!strcmp(name, "listen")) {
 			agent.listen = value;
+		} else if (!strcmp(name, "seccomp")) {
+			agent.seccomp = value;
 		} else if (!strcmp(name, "stubs")) {
 			parse_stubs(cfg, value);
 		} else {
@@ -1542,6 +1547,40 @@ static void parse_flags(int argc, char **argv)
 		fatal("agent: --listen is for --gvisor, where no listener can be passed in", NULL);
 	if (agent.gvisor && !agent.listen)
 		fatal("agent: --gvisor needs --listen PATH", NULL);
+	if (agent.seccomp && !agent.gvisor)
+		fatal("agent: --seccomp is for --gvisor, whose runtime loads no filter", NULL);
+}
+
+/* load_seccomp loads the sandbox's seccomp filter (a BPF program the host
+ * compiled from the policy) on the agent, and so on every command it
+ * starts: under gVisor, which applies no filter of its own to them. */
+static void load_seccomp(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		fatal("agent: seccomp filter", strerror(errno));
+	size_t n = (size_t)st.st_size;
+	if (n == 0 || n % sizeof(struct sock_filter) || n / sizeof(struct sock_filter) > BPF_MAXINSNS)
+		fatal("agent: seccomp filter: not a BPF program", path);
+	struct sock_filter *insns = malloc(n);
+	size_t got = 0;
+	while (insns && got < n) {
+		ssize_t r = read(fd, (char *)insns + got, n - got);
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			fatal("agent: seccomp filter: short read", path);
+		}
+		got += (size_t)r;
+	}
+	close(fd);
+	if (!insns)
+		fatal("agent", "out of memory");
+	struct sock_fprog prog = {.len = (unsigned short)(n / sizeof(struct sock_filter)), .filter = insns};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		fatal("agent: load the seccomp filter", strerror(errno));
+	free(insns);
 }
 
 /* listen_at binds the agent's socket at path and makes it LISTENER_FD. */
@@ -1602,6 +1641,8 @@ static void run(int argc, char **argv)
 		fatal("agent", strerror(errno));
 
 	stub_listen();
+	if (agent.seccomp)
+		load_seccomp(agent.seccomp);
 	prepare();
 	if (!agent.cfg.pooled) {
 		struct event ev = {0};

@@ -21,6 +21,7 @@ import (
 
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/internal/wire"
+	wseccomp "github.com/warden-sandbox/warden/seccomp"
 	"github.com/warden-sandbox/warden/spec"
 )
 
@@ -358,11 +359,48 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, viewHolds, er
 		}
 		res.Memory, linux.Resources = &mem, &res
 	}
-	// gVisor applies no seccomp filter of the spec without --oci-seccomp,
-	// and would turn its ENOSYS answers (clone3) into EPERM: the sentry's
-	// own filter stands between the sandbox and the host.
+	// The agent loads the policy's seccomp filter itself (runsc would turn
+	// every refusal into EPERM, clone3's ENOSYS included, which libc does
+	// not replace with clone): setuid bits, memfd, namespaces and the rest
+	// stay refused inside gVisor as they are on the host's kernel.
+	if linux.Seccomp != nil {
+		filter := filepath.Join(sp.Root.Path, gvisorSeccompFile)
+		if err := wseccomp.WriteBPF(gvisorSeccomp(linux.Seccomp), filter); err != nil {
+			holds.release()
+			return nil, nil, fmt.Errorf("seccomp filter: %w", err)
+		}
+		proc.Args = append(proc.Args, "--seccomp", gvisorSeccompFile)
+	}
 	linux.Seccomp = nil
 	return &sp, holds, nil
+}
+
+// gvisorSeccompFile is where the agent finds its filter, in the sandbox.
+const gvisorSeccompFile = "/.warden/seccomp.bpf"
+
+// gvisorSeccomp is a policy's filter for a gVisor sandbox: the same, and
+// no signal to the agent. The host's kernel keeps a namespace's init from
+// the signals of its own processes; gVisor's does not, and a command that
+// stopped or killed the agent would outlive its timeout.
+func gvisorSeccomp(s *specs.LinuxSeccomp) *specs.LinuxSeccomp {
+	signals := []string{"kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open"}
+	out := *s
+	out.Syscalls = nil
+	// libseccomp ignores a conditional rule beside an unconditional one of
+	// the same call: these leave the allow-list for rules on their pid.
+	for _, r := range s.Syscalls {
+		if r.Action == specs.ActAllow && len(r.Args) == 0 {
+			r.Names = slices.DeleteFunc(slices.Clone(r.Names), func(n string) bool { return slices.Contains(signals, n) })
+		}
+		out.Syscalls = append(out.Syscalls, r)
+	}
+	eperm := uint(unix.EPERM)
+	for _, name := range signals {
+		out.Syscalls = append(out.Syscalls,
+			specs.LinuxSyscall{Names: []string{name}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{{Index: 0, Value: 1, Op: specs.OpNotEqual}}},
+			specs.LinuxSyscall{Names: []string{name}, Action: specs.ActErrno, ErrnoRet: &eperm, Args: []specs.LinuxSeccompArg{{Index: 0, Value: 1, Op: specs.OpEqualTo}}})
+	}
+	return &out
 }
 
 // pidsLimit is the spec's pids limit, 0 for none.

@@ -58,7 +58,9 @@ func (rt *Runtime) programViews(sp *specs.Spec, allowed []string) (viewHolds, er
 	}
 	var holds viewHolds
 	for i, m := range sp.Mounts {
-		if m.Type != "bind" || slices.Contains(m.Options, "noexec") {
+		// Read-only system folders: a writable folder with exec rights
+		// (exec.workspace) is the sandbox's own, and noexec ones run nothing.
+		if m.Type != "bind" || slices.Contains(m.Options, "noexec") || !slices.Contains(m.Options, "ro") {
 			continue
 		}
 		fi, err := os.Stat(m.Source)
@@ -89,6 +91,10 @@ func (rt *Runtime) programViews(sp *specs.Spec, allowed []string) (viewHolds, er
 // (relative to dir), made if it does not exist yet, and the lock that
 // keeps it from removal.
 func (rt *Runtime) programView(dir string, hide []string) (string, *os.File, error) {
+	// overlayfs takes its folders in a comma-separated option string.
+	if strings.ContainsAny(dir, ",:\\") {
+		return "", nil, fmt.Errorf("%s holds a comma, colon or backslash, which an overlay's options cannot name; engine \"gvisor\" cannot hide its programs", dir)
+	}
 	sum := sha256.Sum256([]byte(dir + "\x00" + strings.Join(hide, "\x00")))
 	base := filepath.Join(rt.viewsDir(), hex.EncodeToString(sum[:12]))
 	if err := MakeStateDir(rt.viewsDir()); err != nil {

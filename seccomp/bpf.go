@@ -1,0 +1,158 @@
+//go:build cgo
+
+package seccomp
+
+import (
+	"fmt"
+	"os"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	libseccomp "github.com/seccomp/libseccomp-golang"
+)
+
+// WriteBPF compiles an OCI seccomp profile to a classic BPF program (the
+// form seccomp(2) loads) in path. gVisor's runsc would apply an OCI
+// profile too, but answers every refusal with EPERM, where warden's
+// refusals carry their own errno (ENOSYS for clone3, which libc then
+// replaces with clone); a program loaded inside the sandbox keeps them.
+func WriteBPF(s *specs.LinuxSeccomp, path string) error {
+	def, err := bpfAction(s.DefaultAction, s.DefaultErrnoRet)
+	if err != nil {
+		return err
+	}
+	f, err := libseccomp.NewFilter(def)
+	if err != nil {
+		return err
+	}
+	defer f.Release()
+	// The sandbox's processes have no_new_privs already; the loader sets
+	// nothing else.
+	if err := f.SetNoNewPrivsBit(false); err != nil {
+		return err
+	}
+	for _, a := range s.Architectures {
+		arch, err := libseccomp.GetArchFromString(archName(a))
+		if err != nil {
+			return err
+		}
+		if err := f.AddArch(arch); err != nil {
+			return err
+		}
+	}
+	for _, r := range s.Syscalls {
+		act, err := bpfAction(r.Action, r.ErrnoRet)
+		if err != nil {
+			return err
+		}
+		if act == def {
+			continue // what the default does already (libseccomp refuses it)
+		}
+		for _, name := range r.Names {
+			call, err := libseccomp.GetSyscallFromName(name)
+			if err != nil {
+				continue // not on this architecture (or this libseccomp)
+			}
+			if err := addRule(f, call, act, r.Args); err != nil {
+				return fmt.Errorf("seccomp rule for %s: %w", name, err)
+			}
+		}
+	}
+	out, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := f.ExportBPF(out); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// addRule adds one rule; conditions on one argument given twice are each
+// a rule of their own (libseccomp takes one condition per argument), as
+// runc does.
+func addRule(f *libseccomp.ScmpFilter, call libseccomp.ScmpSyscall, act libseccomp.ScmpAction, args []specs.LinuxSeccompArg) error {
+	var conds []libseccomp.ScmpCondition
+	seen := map[uint]bool{}
+	repeated := false
+	for _, a := range args {
+		op, err := compareOp(a.Op)
+		if err != nil {
+			return err
+		}
+		c, err := libseccomp.MakeCondition(a.Index, op, a.Value, a.ValueTwo)
+		if err != nil {
+			return err
+		}
+		repeated = repeated || seen[a.Index]
+		seen[a.Index] = true
+		conds = append(conds, c)
+	}
+	switch {
+	case len(conds) == 0:
+		return f.AddRule(call, act)
+	case !repeated:
+		return f.AddRuleConditional(call, act, conds)
+	}
+	for _, c := range conds {
+		if err := f.AddRuleConditional(call, act, []libseccomp.ScmpCondition{c}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func bpfAction(a specs.LinuxSeccompAction, errnoRet *uint) (libseccomp.ScmpAction, error) {
+	switch a {
+	case specs.ActAllow:
+		return libseccomp.ActAllow, nil
+	case specs.ActErrno:
+		n := uint(errnoEPERM)
+		if errnoRet != nil {
+			n = *errnoRet
+		}
+		return libseccomp.ActErrno.SetReturnCode(int16(n)), nil
+	case specs.ActKill, specs.ActKillThread:
+		return libseccomp.ActKillThread, nil
+	case specs.ActKillProcess:
+		return libseccomp.ActKillProcess, nil
+	case specs.ActLog:
+		return libseccomp.ActLog, nil
+	}
+	return libseccomp.ActInvalid, fmt.Errorf("seccomp action %s is not one warden compiles", a)
+}
+
+func compareOp(op specs.LinuxSeccompOperator) (libseccomp.ScmpCompareOp, error) {
+	switch op {
+	case specs.OpEqualTo:
+		return libseccomp.CompareEqual, nil
+	case specs.OpNotEqual:
+		return libseccomp.CompareNotEqual, nil
+	case specs.OpLessThan:
+		return libseccomp.CompareLess, nil
+	case specs.OpLessEqual:
+		return libseccomp.CompareLessOrEqual, nil
+	case specs.OpGreaterThan:
+		return libseccomp.CompareGreater, nil
+	case specs.OpGreaterEqual:
+		return libseccomp.CompareGreaterEqual, nil
+	case specs.OpMaskedEqual:
+		return libseccomp.CompareMaskedEqual, nil
+	}
+	return libseccomp.CompareInvalid, fmt.Errorf("seccomp operator %s is not one warden compiles", op)
+}
+
+// archName is libseccomp's name of an OCI architecture.
+func archName(a specs.Arch) string {
+	switch a {
+	case specs.ArchX86_64:
+		return "amd64"
+	case specs.ArchX86:
+		return "x86"
+	case specs.ArchX32:
+		return "x32"
+	case specs.ArchAARCH64:
+		return "arm64"
+	}
+	return string(a)
+}

@@ -1,0 +1,14 @@
+//go:build !cgo
+
+package seccomp
+
+import (
+	"errors"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// WriteBPF needs libseccomp: this build has none (see bpf.go).
+func WriteBPF(*specs.LinuxSeccomp, string) error {
+	return errors.New("this program was built without seccomp support: build it with cgo and `-tags seccomp`, as `make build` does")
+}
