@@ -57,6 +57,23 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 			hold.Close()
 		}
 	}
+	// Session folders a create left half-made (makeHeldDir) when its
+	// process died before renaming one into place: empty, and unheld.
+	news, _ := os.ReadDir(filepath.Join(rt.Root, "sessions"))
+	for _, e := range news {
+		if !strings.HasPrefix(e.Name(), newDirPrefix) {
+			continue
+		}
+		p := filepath.Join(rt.Root, "sessions", e.Name())
+		hold, err := holdDir(p, false)
+		if err != nil {
+			continue // held: a create under way
+		}
+		if err := os.Remove(p); err == nil {
+			removed = append(removed, "folder "+p)
+		}
+		hold.Close()
+	}
 	entries, _ := os.ReadDir(rt.containersDir())
 	for _, e := range entries {
 		id := e.Name()

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,15 +258,11 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 		spec.Reidentify(b.Spec, cfg.Identity, id)
 		cfg.Identity = id
 	}
-	if err := os.Mkdir(dir, 0o711); err != nil {
+	hold, err := makeHeldDir(dir)
+	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%w: %s", ErrSessionExists, cfg.ID)
 		}
-		return nil, err
-	}
-	hold, err := holdDir(dir, true)
-	if err != nil {
-		os.Remove(dir)
 		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
 	}
 	defer func() {
@@ -552,6 +549,36 @@ func (s *Session) Close() error {
 	}
 	return err
 }
+
+// makeHeldDir makes a session's folder already held: made under a name
+// no session has (gc passes it by), locked, then renamed into place. A gc
+// of another process, which removes a session folder nobody holds, never
+// sees it unheld. fs.ErrExist: the session exists.
+func makeHeldDir(dir string) (*os.File, error) {
+	tmp := filepath.Join(filepath.Dir(dir), newDirPrefix+filepath.Base(dir)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err := os.Mkdir(tmp, 0o711); err != nil {
+		return nil, err
+	}
+	hold, err := holdDir(tmp, false)
+	if err == nil {
+		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE)
+	}
+	if err != nil {
+		if hold != nil {
+			hold.Close()
+		}
+		os.Remove(tmp)
+		if errors.Is(err, unix.EEXIST) {
+			return nil, fs.ErrExist
+		}
+		return nil, err
+	}
+	return hold, nil
+}
+
+// newDirPrefix names a session folder being made (makeHeldDir); gc
+// removes one that nobody holds, left by a process that died.
+const newDirPrefix = ".new-"
 
 // holdDir locks a session's folder for as long as the process that runs
 // the session keeps the file open: the daemon, or `warden do` and a Go
