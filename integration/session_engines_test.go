@@ -279,6 +279,11 @@ memory = "128MiB"
 pids = 32
 `))
 	id := r.create("limits", p, workspace(t, 0))
+	// The host's cgroup holds the sandbox (under gVisor, runsc's own
+	// processes too, and room for them).
+	if limit, err := os.ReadFile(filepath.Join(r.cgroup("memory", id), "memory.limit_in_bytes")); err != nil || strings.TrimSpace(string(limit)) == "9223372036854771712" {
+		t.Errorf("the session's memory cgroup: limit %q, %v; want the policy's", limit, err)
+	}
 	// pids: the 33rd process cannot start; the session goes on.
 	res := r.exec(id, nil, "sh", "-c", "for i in $(seq 60); do sleep 5 & done; echo all-started")
 	if strings.Contains(res.Stdout, "all-started") && res.Exit == 0 {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
+	"github.com/opencontainers/cgroups"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -186,13 +187,27 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	// One runsc for create and start: each call of the 100 MB binary costs
 	// tens of milliseconds. Its pid file names the sandbox's process.
 	pidFile := filepath.Join(bundle, "sandbox.pid")
-	run := e.runsc(ctx, "run", "--detach", "--bundle", bundle, "--pid-file", pidFile, req.id)
-	run.Stdout, run.Stderr = req.log, req.log
-	if err := run.Run(); err != nil {
+	for try := 0; ; try++ {
+		if err := makeCgroupParents(e.rt.cgroupPath(req.id)); err != nil {
+			return fail(fmt.Errorf("start sandbox: %w", err))
+		}
+		run := e.runsc(ctx, "run", "--detach", "--bundle", bundle, "--pid-file", pidFile, req.id)
+		run.Stdout, run.Stderr = req.log, req.log
+		err := run.Run()
+		if err == nil {
+			break
+		}
 		if ctx.Err() != nil {
 			return fail(fmt.Errorf("start sandbox: runsc run did not finish within %s; it was killed", gvisorStartTimeout))
 		}
-		return fail(fmt.Errorf("start sandbox: runsc run: %s", logTail(req.log, offset, err)))
+		why := logTail(req.log, offset, err)
+		// A gc of another process removed the root's cgroup folder, empty
+		// a moment before runsc made the sandbox's in it: once more.
+		if try == 0 && strings.Contains(why, "cgroup") && strings.Contains(why, "no such file or directory") {
+			c.destroy()
+			continue
+		}
+		return fail(fmt.Errorf("start sandbox: runsc run: %s", why))
 	}
 	if err := c.record(pidFile, req.socket); err != nil {
 		return fail(err)
@@ -239,6 +254,66 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 		return fail(err)
 	}
 	return c, nil
+}
+
+// makeCgroupParents makes the folders above the sandbox's cgroup in every
+// hierarchy: runsc makes only the last one (and sets the limits only in a
+// cgroup it made). A gc of another process removes the root's cgroup
+// folders once they are empty, so runsc may still find one gone.
+func makeCgroupParents(path string) error {
+	path = filepath.Dir(path)
+	bases := []string{"/sys/fs/cgroup"}
+	if !cgroups.IsCgroup2UnifiedMode() {
+		bases, _ = filepath.Glob("/sys/fs/cgroup/*")
+	}
+	for _, b := range bases {
+		if fi, err := os.Lstat(b); err != nil || !fi.IsDir() {
+			continue // a link to a co-mounted hierarchy (cpu -> cpu,cpuacct)
+		}
+		var err error
+		for try := 0; try < 5; try++ { // a parent removed between two of MkdirAll's steps
+			if err = os.MkdirAll(filepath.Join(b, path), 0o755); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+		if filepath.Base(b) == "cpuset" {
+			if err := inheritCpuset(b, path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// inheritCpuset gives each new folder of a v1 cpuset path its parent's
+// CPUs and memory nodes (empty ones take no process), as runsc and runc
+// do for the folders they make.
+func inheritCpuset(base, path string) error {
+	dir := base
+	for _, part := range strings.Split(strings.Trim(path, "/"), "/") {
+		parent := dir
+		dir = filepath.Join(dir, part)
+		for _, file := range []string{"cpuset.cpus", "cpuset.mems"} {
+			cur, err := os.ReadFile(filepath.Join(dir, file))
+			if err != nil {
+				return fmt.Errorf("cgroup: %w", err)
+			}
+			if strings.TrimSpace(string(cur)) != "" {
+				continue
+			}
+			val, err := os.ReadFile(filepath.Join(parent, file))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, file), val, 0o644)
+			}
+			if err != nil {
+				return fmt.Errorf("cgroup: %s: %w", filepath.Join(dir, file), err)
+			}
+		}
+	}
+	return nil
 }
 
 // mountpoints makes every mount's mountpoint in the bundle's root folder:
