@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,6 +105,9 @@ func NewDaemon(rt *sandbox.Runtime, auditPath string) (*Daemon, error) {
 // adopt picks up sessions from the state root: running ones are served
 // again, the rest are reaped so nothing is left behind.
 func (d *Daemon) adopt() {
+	for _, f := range d.rt.RemoveHalfMade() {
+		logrus.Infof("removed %s, a session folder a create cut short left", strings.TrimPrefix(f, "folder "))
+	}
 	for _, id := range d.rt.IDs() {
 		s, err := d.rt.Adopt(id)
 		if errors.Is(err, sandbox.ErrHeld) {

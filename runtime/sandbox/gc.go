@@ -57,23 +57,7 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 			hold.Close()
 		}
 	}
-	// Session folders a create left half-made (makeHeldDir) when its
-	// process died before renaming one into place: empty, and unheld.
-	news, _ := os.ReadDir(filepath.Join(rt.Root, "sessions"))
-	for _, e := range news {
-		if !strings.HasPrefix(e.Name(), newDirPrefix) {
-			continue
-		}
-		p := filepath.Join(rt.Root, "sessions", e.Name())
-		hold, err := holdDir(p, false)
-		if err != nil {
-			continue // held: a create under way
-		}
-		if err := os.Remove(p); err == nil {
-			removed = append(removed, "folder "+p)
-		}
-		hold.Close()
-	}
+	removed = append(removed, rt.RemoveHalfMade()...)
 	entries, _ := os.ReadDir(rt.containersDir())
 	for _, e := range entries {
 		id := e.Name()
@@ -134,6 +118,28 @@ func (rt *Runtime) GC(live map[string]bool) ([]string, error) {
 		removed = append(removed, "mount "+m)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// RemoveHalfMade removes the session folders a create left half-made
+// (makeHeldDir) when its process died before it renamed one into place:
+// empty, and held by nobody. A daemon does it as it starts, gc too.
+func (rt *Runtime) RemoveHalfMade() (removed []string) {
+	entries, _ := os.ReadDir(filepath.Join(rt.Root, "sessions"))
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), newDirPrefix) {
+			continue
+		}
+		p := filepath.Join(rt.Root, "sessions", e.Name())
+		hold, err := holdDir(p, false)
+		if err != nil {
+			continue // held: a create under way
+		}
+		if err := os.Remove(p); err == nil {
+			removed = append(removed, "folder "+p)
+		}
+		hold.Close()
+	}
+	return removed
 }
 
 // madeByWarden reports whether a folder in the state root is warden's: it
