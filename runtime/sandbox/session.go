@@ -605,10 +605,13 @@ func holdDir(dir string, wait bool) (*os.File, error) {
 	var fst, st unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &fst) != nil || unix.Lstat(dir, &st) != nil || fst.Dev != st.Dev || fst.Ino != st.Ino {
 		f.Close()
-		return nil, fmt.Errorf("%s was removed while it was being made", dir)
+		return nil, fmt.Errorf("%s: %w", dir, errRemoved)
 	}
 	return f, nil
 }
+
+// errRemoved: a folder was removed between its opening and its lock.
+var errRemoved = errors.New("removed while it was being locked")
 
 // ErrHeld: another process runs the session (holdDir).
 var ErrHeld = errors.New("another warden process runs it")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -123,31 +124,11 @@ func (rt *Runtime) programView(dir string, hide []string) (string, *os.File, err
 // lockView locks a view's folder exclusively, waiting for it or not; nil
 // when it is held elsewhere (no wait) or was removed meanwhile.
 func lockView(base string, wait bool) (*os.File, error) {
-	f, err := os.OpenFile(base, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	how := unix.LOCK_EX
-	if !wait {
-		how |= unix.LOCK_NB
-	}
-	if err := unix.Flock(int(f.Fd()), how); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	// Still the folder of that name: a remover that held it took it away.
-	var held, now unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &held) != nil || unix.Lstat(base, &now) != nil || held.Ino != now.Ino || held.Dev != now.Dev {
-		f.Close()
+	f, err := holdDir(base, wait)
+	if errors.Is(err, ErrHeld) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, errRemoved) {
 		return nil, nil
 	}
-	return f, nil
+	return f, err
 }
 
 // makeView mounts base's view of dir unless it is mounted; base is locked.
