@@ -146,6 +146,15 @@ func TestTerminalEscapesFiltered(t *testing.T) {
 		t.Fatalf("exec -t: %v; terminal %q", err, out)
 	}
 	checkEscapes(t, "exec -t", out)
+	// The terminal's master side reaches the caller before the command's
+	// end does, however quickly the command ends: a short command, many
+	// times (a race here once lost the whole output, 1 run in 20).
+	for i := range 25 {
+		out, err := onCallerTerminal(t, r.command("exec", "-t", "--session", id, "--", "sh", "-c", "printf ok"))
+		if err != nil || !strings.Contains(out, "ok") {
+			t.Fatalf("exec -t, run %d: %v; the caller's terminal got %q, want %q", i, err, out, "ok")
+		}
+	}
 
 	o := newOCIEnv(t)
 	cid := "oci-" + randomHex(4)

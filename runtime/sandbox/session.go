@@ -685,7 +685,9 @@ type ExecOptions struct {
 	// policies.MinTimeout is refused.
 	Timeout time.Duration
 	// Tty runs the command on a new terminal; OnTerminal receives its
-	// master side and must copy between it and the user.
+	// master side and must copy between it and the user. It is called
+	// before the command's end is waited for, so it must not block: it
+	// starts the copying and returns.
 	Tty        bool
 	Rows, Cols uint16
 	OnTerminal func(master *os.File)
@@ -838,7 +840,10 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 			return ExecResult{ExitCode: ev.Code, Error: ev.Error, Duration: time.Since(start)}, nil
 		}
 		if len(files) > 0 && o.OnTerminal != nil {
-			go o.OnTerminal(files[0])
+			// Not in a goroutine: the daemon's OnTerminal sends the
+			// master side to its client, which must come before the
+			// result does.
+			o.OnTerminal(files[0])
 		} else {
 			wire.CloseAll(files)
 		}
