@@ -7,17 +7,32 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// idleFor is how long ago data last moved on any of the connections, read
-// off the kernel's TCP_INFO, so a copy needs no per-read bookkeeping to
-// notice an idle pair.
-func idleFor(conns ...*net.TCPConn) time.Duration {
+// stream is a socket a copy splices from and to: a sandbox's side is TCP
+// (a listener in its network namespace) or a unix stream socket (gVisor's,
+// relayed by the sandbox's agent); an upstream is TCP.
+type stream interface {
+	net.Conn
+	syscall.Conn
+	CloseWrite() error
+}
+
+// idleFor is how long ago data last moved on any of the TCP connections
+// among conns, read off the kernel's TCP_INFO, so a copy needs no per-read
+// bookkeeping to notice an idle pair. Every pair has one (its upstream),
+// and what moves on the other side moves on it too.
+func idleFor(conns ...stream) time.Duration {
 	least := time.Duration(-1)
-	for _, c := range conns {
+	for _, s := range conns {
+		c, ok := s.(*net.TCPConn)
+		if !ok {
+			continue
+		}
 		raw, err := c.SyscallConn()
 		if err != nil {
 			return 0
@@ -35,7 +50,7 @@ func idleFor(conns ...*net.TCPConn) time.Duration {
 			}
 		}
 	}
-	return least
+	return max(least, 0)
 }
 
 // watchdog closes a pair of connections once nothing has moved on either
@@ -47,7 +62,7 @@ type watchdog struct {
 	done  chan struct{}
 }
 
-func watch(idle time.Duration, a, b *net.TCPConn) *watchdog {
+func watch(idle time.Duration, a, b stream) *watchdog {
 	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{})}
 	a.SetDeadline(time.Time{})
 	b.SetDeadline(time.Time{})
@@ -163,7 +178,7 @@ func splice(rfd, wfd, n int) (int64, error) {
 // response stays in its socket). It returns what reached dst. Waits go
 // through the connections' poller, so Close and deadlines end a copy as
 // they end a Read or Write.
-func copyConn(dst, src *net.TCPConn, n int64) (int64, error) {
+func copyConn(dst, src stream, n int64) (int64, error) {
 	rsrc, err := src.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -257,10 +272,10 @@ func copyConn(dst, src *net.TCPConn, n int64) (int64, error) {
 // pipe joins a client and an upstream connection both ways until both
 // directions end, flushing what the readers already buffered first. out is
 // what went upstream, in what came back; idle reports the watchdog ended it.
-func pipe(client *net.TCPConn, clientBuf *bufio.Reader, up *net.TCPConn, upBuf *bufio.Reader, idle time.Duration) (out, in int64, idled bool) {
+func pipe(client stream, clientBuf *bufio.Reader, up *net.TCPConn, upBuf *bufio.Reader, idle time.Duration) (out, in int64, idled bool) {
 	w := watch(idle, client, up)
 	var wg sync.WaitGroup
-	one := func(dst, src *net.TCPConn, buf *bufio.Reader, n *int64) {
+	one := func(dst, src stream, buf *bufio.Reader, n *int64) {
 		defer wg.Done()
 		if buf != nil && buf.Buffered() > 0 {
 			b, _ := buf.Peek(buf.Buffered())

@@ -84,7 +84,7 @@ func (u *upstream) close() {
 // within HandshakeTimeout of its first byte (the first request's, of the
 // connection); between requests the connection may idle for IdleTimeout.
 func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, lim *headLimit, deadline time.Time) {
-	client := c.(*net.TCPConn)
+	client := c.(stream)
 	var up *upstream
 	defer func() { up.close() }()
 	for first := true; ; first = false {
@@ -149,14 +149,14 @@ func (p *Proxy) refuseHead(c net.Conn, err error) {
 // sending the rest of what was refused would otherwise get a reset
 // (closing with unread data) and may lose the answer with it.
 func lingerClose(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.CloseWrite()
+	if s, ok := c.(stream); ok {
+		s.CloseWrite()
 	}
 	c.SetReadDeadline(time.Now().Add(time.Second))
 	io.CopyN(io.Discard, c, 1<<20)
 }
 
-func (p *Proxy) serveConnect(c *net.TCPConn, br *bufio.Reader, req *http.Request) {
+func (p *Proxy) serveConnect(c stream, br *bufio.Reader, req *http.Request) {
 	start := time.Now()
 	rec := Record{Proto: "connect"}
 	host, port, err := splitHostPort(req.RequestURI, 0)
@@ -197,7 +197,7 @@ func (p *Proxy) serveConnect(c *net.TCPConn, br *bufio.Reader, req *http.Request
 // forward sends one absolute-form request upstream and its response back.
 // It returns the upstream to reuse and whether the client connection may
 // carry another request.
-func (p *Proxy) forward(c *net.TCPConn, br *bufio.Reader, req *http.Request, up *upstream) (*upstream, bool) {
+func (p *Proxy) forward(c stream, br *bufio.Reader, req *http.Request, up *upstream) (*upstream, bool) {
 	start := time.Now()
 	rec := Record{Proto: "http"}
 	if req.URL.Scheme != "http" || req.URL.Host == "" {
@@ -265,7 +265,7 @@ func (p *Proxy) forward(c *net.TCPConn, br *bufio.Reader, req *http.Request, up 
 // On a reused upstream connection that turns out closed before any answer,
 // a request without a body fails with errStale and nothing sent to the
 // client, so the caller can try a new connection.
-func (p *Proxy) exchange(c *net.TCPConn, br *bufio.Reader, req *http.Request, up *upstream, rec *Record, reused bool) (keep bool, err error) {
+func (p *Proxy) exchange(c stream, br *bufio.Reader, req *http.Request, up *upstream, rec *Record, reused bool) (keep bool, err error) {
 	// Only idempotent methods are sent again (as net/http's Transport
 	// does): a body-less POST may have been acted on.
 	retryable := reused && (req.Body == nil || req.Body == http.NoBody) && idempotent(req.Method)
@@ -373,7 +373,7 @@ func writeHead(c net.Conn, resp *http.Response) (int64, error) {
 
 // copyBody moves a body of known length: what the reader buffered, then the
 // rest socket to socket.
-func copyBody(c *net.TCPConn, up *upstream, n int64, idle time.Duration) (int64, error) {
+func copyBody(c stream, up *upstream, n int64, idle time.Duration) (int64, error) {
 	var done int64
 	if b := int64(up.br.Buffered()); b > 0 && n > 0 {
 		buf, _ := up.br.Peek(int(min(b, n)))

@@ -132,7 +132,7 @@ func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	var idled bool
-	rec.BytesOut, rec.BytesIn, idled = pipe(c.(*net.TCPConn), br, upc, nil, p.cfg.IdleTimeout)
+	rec.BytesOut, rec.BytesIn, idled = pipe(c.(stream), br, upc, nil, p.cfg.IdleTimeout)
 	rec.Duration = time.Since(start)
 	if idled {
 		rec.Reason = idleReason(p.cfg.IdleTimeout)
