@@ -317,11 +317,29 @@ func hasRecords(want ...netRecord) func([]netRecord) bool {
 
 // TestEgress: a session reaches exactly what its network.allow names,
 // through the proxy, with every decision audited; everything else fails.
+// On both engines: under gVisor the sandbox's agent listens on the proxy's
+// port and relays to the same proxy on the host.
 func TestEgress(t *testing.T) {
 	u := startUpstreams(t)
 	u.makeRepo(t)
+	onEngines(t, func(t *testing.T, engine string) { egressSuite(t, u, engine) })
+}
+
+// onEngines runs test on every session engine.
+func onEngines(t *testing.T, test func(t *testing.T, engine string)) {
+	for _, engine := range sessionEngines {
+		t.Run(engine, func(t *testing.T) {
+			if engine == "gvisor" {
+				requireRunsc(t)
+			}
+			test(t, engine)
+		})
+	}
+}
+
+func egressSuite(t *testing.T, u *upstreams, engine string) {
 	r := newRoot(t)
-	id, _ := u.create(r, "egress", u.egressPolicy())
+	id, _ := u.create(r, "egress", enginePolicy(engine, u.egressPolicy()))
 	curl := func(args ...string) sandboxResult {
 		return u.exec(r, id, append([]string{"curl", "-sS", "--max-time", "10"}, args...)...)
 	}
@@ -395,7 +413,7 @@ func TestEgress(t *testing.T) {
 		want(t, "raw ICMP socket", u.exec(r, id, "python3", "-c",
 			"import socket\ntry:\n  socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP); print('opened')\nexcept OSError as e: print('errno', e.errno)"), 0, "errno 1")
 		want(t, "ping socket", u.exec(r, id, "python3", "-c",
-			"import socket\ntry:\n  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); s.sendto(b'\\x08\\0\\0\\0\\0\\0\\0\\0', ('1.1.1.1', 0)); print('sent')\nexcept OSError as e: print('errno', e.errno)"), 0, "errno 13")
+			"import socket\ntry:\n  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); s.sendto(b'\\x08\\0\\0\\0\\0\\0\\0\\0', ('1.1.1.1', 0)); print('sent')\nexcept OSError as e: print('errno', e.errno)"), 0, map[string]string{"container": "errno 13", "gvisor": "errno 101"}[engine]) // gVisor opens the socket; it has no route
 	})
 	t.Run("audit", func(t *testing.T) {
 		// A denial's reason must contain the Reason given here.
@@ -432,6 +450,14 @@ func TestEgress(t *testing.T) {
 		}
 	})
 	t.Run("the listener lives in the sandbox, served by the daemon", func(t *testing.T) {
+		if engine == "gvisor" {
+			// In gVisor's own network stack, which the host cannot list:
+			// the bypass tests above show the port taken and served.
+			if listenerInode(t, "/proc/self/net/tcp", "0100007F:0C38") != "" {
+				t.Errorf("something listens on the host's 127.0.0.1:3128")
+			}
+			return
+		}
 		inode := checkListener(t, r, id)
 		if res := r.warden("session", "rm", id); res.Exit != 0 {
 			t.Fatalf("session rm: %s", res.Stderr)
@@ -453,7 +479,13 @@ func checkListener(t *testing.T, r *wardenRoot, id string) string {
 	if hostInode := listenerInode(t, "/proc/self/net/tcp", "0100007F:0C38"); hostInode == inode {
 		t.Errorf("the proxy's listener is in the host's network namespace")
 	}
-	if holders := socketHolders(r, inode); holders != 1 {
+	// A child the daemon forks (a pool's refill) holds a copy for the
+	// moment before it execs: the count settles at one.
+	holders := socketHolders(r, inode)
+	for deadline := time.Now().Add(5 * time.Second); holders != 1 && time.Now().Before(deadline); holders = socketHolders(r, inode) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if holders != 1 {
 		t.Errorf("the listener (inode %s) is held by %d processes of the daemon, want 1", inode, holders)
 	}
 	return inode
@@ -557,8 +589,12 @@ allow = ["api.egress.test:%[2]d", "127.0.0.1:%[2]d"]
 // listener is gone with it.
 func TestEgressDaemonRestart(t *testing.T) {
 	u := startUpstreams(t)
+	onEngines(t, func(t *testing.T, engine string) { egressDaemonRestart(t, u, engine) })
+}
+
+func egressDaemonRestart(t *testing.T, u *upstreams, engine string) {
 	r := newRoot(t)
-	id, _ := u.create(r, "egress-restart", u.egressPolicy())
+	id, _ := u.create(r, "egress-restart", enginePolicy(engine, u.egressPolicy()))
 	get := func() sandboxResult {
 		return u.exec(r, id, "curl", "-sS", "--max-time", "10", fmt.Sprintf("http://api.egress.test:%d/file", u.http))
 	}
@@ -566,15 +602,21 @@ func TestEgressDaemonRestart(t *testing.T) {
 	r.killDaemon(9)
 	want(t, "after the daemon was killed and restarted", get(), 0, egressBody)
 	want(t, "still refusing", u.exec(r, id, "curl", "-sS", "-w", "%{http_code}", fmt.Sprintf("http://other.egress.test:%d/file", u.http)), 0, "403")
-	checkListener(t, r, id)
+	if engine == "container" {
+		checkListener(t, r, id)
+	}
 }
 
 // TestEgressDo: warden do serves the proxy from its own process.
 func TestEgressDo(t *testing.T) {
 	u := startUpstreams(t)
+	onEngines(t, func(t *testing.T, engine string) { egressDo(t, u, engine) })
+}
+
+func egressDo(t *testing.T, u *upstreams, engine string) {
 	r := newRoot(t)
 	ws := tempDir(t)
-	p := r.policy(u.egressPolicy())
+	p := r.policy(enginePolicy(engine, u.egressPolicy()))
 	res := r.wardenEnv(u.env, "do", "--policy", p, "--workspace", ws, "--", "sh", "-c",
 		fmt.Sprintf("curl -sS http://api.egress.test:%d/file && curl -sS -w '%%{http_code}' http://other.egress.test:%d/file", u.http, u.http))
 	want(t, "do", res, 0, egressBody, "403")
@@ -596,11 +638,15 @@ func TestEgressDo(t *testing.T) {
 // TestEgressNone: without [network], no proxy and no way out.
 func TestEgressNone(t *testing.T) {
 	u := startUpstreams(t)
+	onEngines(t, func(t *testing.T, engine string) { egressNone(t, u, engine) })
+}
+
+func egressNone(t *testing.T, u *upstreams, engine string) {
 	r := newRoot(t)
-	id, _ := u.create(r, "egress-none", `name = "offline"
+	id, _ := u.create(r, "egress-none", enginePolicy(engine, `name = "offline"
 [exec]
 allow = ["curl", "sh"]
-`)
+`))
 	res := u.exec(r, id, "sh", "-c", `echo "proxy=[$HTTP_PROXY$http_proxy$ALL_PROXY]"`)
 	want(t, "env", res, 0, "proxy=[]")
 	want(t, "the proxy port", u.exec(r, id, "curl", "-sS", "--max-time", "5", "-x", "http://127.0.0.1:3128", fmt.Sprintf("http://api.egress.test:%d/file", u.http)), 7)

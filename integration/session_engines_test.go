@@ -429,11 +429,6 @@ func TestGVisorEngineChoice(t *testing.T) {
 	if res.Exit == 0 || !strings.Contains(res.Stderr, "warm pools are not available under engine") {
 		t.Errorf("pool fill of a gvisor policy: exit %d, %q", res.Exit, res.Stderr)
 	}
-	web := r.policy(enginePolicy("gvisor", "name = \"web\"\n[network]\nallow = [\"example.com:443\"]\n"))
-	res = r.warden("session", "create", "--policy", web, "--workspace", ws)
-	if res.Exit == 0 || !strings.Contains(res.Stderr, "network.allow is not available under engine \"gvisor\" yet") {
-		t.Errorf("a gvisor policy with network.allow: exit %d, %q", res.Exit, res.Stderr)
-	}
 	ruled := r.policy(enginePolicy("gvisor", "name = \"ruled\"\n[commands]\ndeny = [\"git push **\"]\n"))
 	res = r.warden("session", "create", "--policy", ruled, "--workspace", ws)
 	if res.Exit == 0 || !strings.Contains(res.Stderr, "[commands] rules are not available under engine \"gvisor\" yet") {

@@ -23,6 +23,7 @@
 // gVisor's file view, not Landlock, holds exec.allow there.
 
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -212,6 +213,10 @@ static int request_member(void *ctx, const char *key, const char *v, const char 
 		return read_bool(v, end, &r->seal);
 	if (!strcmp(key, "rules"))
 		return read_bool(v, end, &r->rules);
+	if (!strcmp(key, "egress"))
+		return read_bool(v, end, &r->egress);
+	if (!strcmp(key, "upstream"))
+		return read_int(v, end, 1, LLONG_MAX, &r->upstream);
 	if (!strcmp(key, "run"))
 		return read_int(v, end, 0, 1 << 20, &r->run);
 	if (!strcmp(key, "path"))
@@ -767,10 +772,21 @@ static struct agent {
 	int rules;           /* the host's command-rules channel, or -1 */
 	int memfds[64];      /* each ruled program's real copy, from the host */
 	unsigned next_ask;
+	const char *egress_addr; /* --egress: where the sandbox finds the egress proxy (gVisor) */
+	int egress_listener;     /* that TCP listener, or -1 */
+	int egress_paused;       /* it is not watched: no upstream ready, or too many relays */
+	int egress;              /* the host's egress channel, or -1 */
+	struct spare {
+		int fd;
+		long long id;
+	} spares[8]; /* upstreams the host passed in, ready for a connection */
+	int nspares;
+	struct relay *relays;
+	int nrelays;
 } agent = {.landlock = {.fd = -1}, .stub_listener = -1, .rules = -1,
-	   .memfds = {[0 ... 63] = -1}};
+	   .memfds = {[0 ... 63] = -1}, .egress_listener = -1, .egress = -1};
 
-static char listener_tag, signal_tag, stub_tag, rules_tag;
+static char listener_tag, signal_tag, stub_tag, rules_tag, egress_listener_tag, egress_tag;
 
 static void fatal(const char *what, const char *detail)
 {
@@ -1218,6 +1234,250 @@ static void stub_gone(struct conn *c)
 	drop(c);
 }
 
+/* ---- egress under gVisor: the proxy's port, relayed to the host ------- */
+
+/* Under gVisor the host cannot put a listener into the sandbox's network
+ * stack, and the sandbox must not reach the host's sockets. So the agent
+ * listens on the proxy's address inside (--egress, before any command
+ * runs) and relays each connection to the host's egress proxy through a
+ * unix stream socket the host made and passed in beforehand: the host
+ * keeps a few ready on its egress channel (a connection that opened with
+ * {"egress": true}), each as {"upstream": N} with one descriptor, and
+ * sends another for each the agent reports {"used": N}. The proxy on the
+ * other end checks every connection as it does a container's. */
+
+#define RELAY_BUF (16 << 10)
+#define MAX_RELAYS 256
+
+struct relay_end {
+	struct relay *r;
+	int side;
+};
+
+struct relay {
+	int fd[2];                /* 0: the sandbox's TCP connection, 1: the host's upstream */
+	struct relay_end end[2];  /* their epoll tags */
+	size_t len[2], off[2];    /* buf[d]: read from fd[d], not yet written to fd[1 - d] */
+	int eof[2], shut[2];      /* fd[d] said EOF; fd[1 - d] was shut for writing */
+	struct relay *next;
+	char buf[2][RELAY_BUF];
+};
+
+static void egress_watch(void)
+{
+	if (agent.egress_listener < 0)
+		return;
+	int want = agent.nspares > 0 && agent.nrelays < MAX_RELAYS;
+	if (want == !agent.egress_paused)
+		return;
+	struct epoll_event e = {.events = want ? EPOLLIN : 0, .data.ptr = &egress_listener_tag};
+	if (epoll_ctl(agent.epoll, EPOLL_CTL_MOD, agent.egress_listener, &e) == 0)
+		agent.egress_paused = !want;
+}
+
+static void close_spares(void)
+{
+	for (int i = 0; i < agent.nspares; i++)
+		close(agent.spares[i].fd);
+	agent.nspares = 0;
+}
+
+static void close_egress(void)
+{
+	if (agent.egress >= 0)
+		close(agent.egress); /* leaves the epoll set */
+	agent.egress = -1;
+	close_spares();
+	egress_watch();
+}
+
+static void relay_close(struct relay *r)
+{
+	for (struct relay **p = &agent.relays; *p; p = &(*p)->next) {
+		if (*p == r) {
+			*p = r->next;
+			break;
+		}
+	}
+	close(r->fd[0]);
+	close(r->fd[1]);
+	free(r);
+	agent.nrelays--;
+	egress_watch();
+}
+
+/* relay_pump moves what it can both ways until every read and write
+ * would wait (the descriptors are watched edge-triggered), passes an EOF
+ * on as a half close, and ends the relay when both ways are done or
+ * either side fails. */
+static void relay_pump(struct relay *r)
+{
+	for (int d = 0; d < 2; d++) {
+		for (;;) {
+			if (r->off[d] < r->len[d]) {
+				ssize_t n = send(r->fd[1 - d], r->buf[d] + r->off[d], r->len[d] - r->off[d],
+						 MSG_NOSIGNAL | MSG_DONTWAIT);
+				if (n > 0) {
+					r->off[d] += (size_t)n;
+					if (r->off[d] == r->len[d])
+						r->off[d] = r->len[d] = 0;
+					continue;
+				}
+				if (n < 0 && (errno == EAGAIN || errno == EINTR))
+					break;
+				relay_close(r);
+				return;
+			}
+			if (r->eof[d]) {
+				if (!r->shut[d]) {
+					shutdown(r->fd[1 - d], SHUT_WR);
+					r->shut[d] = 1;
+				}
+				break;
+			}
+			ssize_t n = recv(r->fd[d], r->buf[d], RELAY_BUF, MSG_DONTWAIT);
+			if (n > 0) {
+				r->len[d] = (size_t)n;
+				r->off[d] = 0;
+				continue;
+			}
+			if (n == 0) {
+				r->eof[d] = 1;
+				continue;
+			}
+			if (errno == EAGAIN || errno == EINTR)
+				break;
+			relay_close(r);
+			return;
+		}
+	}
+	if (r->shut[0] && r->shut[1])
+		relay_close(r);
+}
+
+static void send_used(long long id)
+{
+	char msg[48];
+	int n = snprintf(msg, sizeof msg, "{\"used\":%lld}", id);
+	if (agent.egress >= 0 && wire_send(agent.egress, msg, (size_t)n, NULL, 0) < 0)
+		close_egress();
+}
+
+/* egress_accept pairs each waiting connection with a ready upstream. */
+static void egress_accept(void)
+{
+	while (agent.nspares > 0 && agent.nrelays < MAX_RELAYS) {
+		int fd = accept4(agent.egress_listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			break; /* EAGAIN; out of descriptors: a relay's end frees some */
+		}
+		struct relay *r = malloc(sizeof *r);
+		struct spare up = agent.spares[--agent.nspares];
+		if (!r) {
+			close(fd);
+			agent.spares[agent.nspares++] = up;
+			break;
+		}
+		*r = (struct relay){.fd = {fd, up.fd}, .next = agent.relays};
+		agent.relays = r;
+		agent.nrelays++;
+		send_used(up.id);
+		int ok = 1;
+		for (int i = 0; i < 2; i++) {
+			r->end[i] = (struct relay_end){.r = r, .side = i};
+			struct epoll_event e = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = &r->end[i]};
+			ok = ok && epoll_ctl(agent.epoll, EPOLL_CTL_ADD, r->fd[i], &e) == 0;
+		}
+		if (!ok)
+			relay_close(r);
+		else
+			relay_pump(r);
+	}
+	egress_watch();
+}
+
+/* egress_channel makes c the host's egress channel (a newer one replaces
+ * it: a restarted daemon, whose upstreams the old one's are not). */
+static void egress_channel(struct conn *c)
+{
+	for (struct conn **p = &agent.conns; *p; p = &(*p)->next) {
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	}
+	epoll_ctl(agent.epoll, EPOLL_CTL_DEL, c->fd, NULL);
+	close_egress();
+	agent.egress = c->fd;
+	free(c);
+	struct epoll_event e = {.events = EPOLLIN, .data.ptr = &egress_tag};
+	if (epoll_ctl(agent.epoll, EPOLL_CTL_ADD, agent.egress, &e) < 0)
+		close_egress();
+	resume_accept();
+}
+
+/* egress_message takes an upstream the host passes in. */
+static void egress_message(void)
+{
+	int fds[MAX_FDS], nfds;
+	size_t len;
+	const char *err;
+	struct request r;
+	char *msg = receive(agent.egress, &len, fds, &nfds, &err);
+	if (!msg) {
+		if (err)
+			close_egress();
+		return;
+	}
+	int ok = agent_parse_request(msg, len, &r) == 0 && r.upstream > 0 && nfds == 1 &&
+		 agent.nspares < (int)(sizeof agent.spares / sizeof agent.spares[0]);
+	long long id = r.upstream;
+	free(msg);
+	agent_free_request(&r);
+	if (!ok) {
+		close_fds(fds, nfds);
+		return;
+	}
+	fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+	agent.spares[agent.nspares++] = (struct spare){.fd = fds[0], .id = id};
+	egress_watch();
+}
+
+/* egress_listen makes the proxy's listener, unwatched until an upstream is
+ * ready: made before any command runs, so none can take the port. */
+static void egress_listen(const char *addr)
+{
+	char host[64];
+	unsigned port = 0;
+	int used = 0;
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	if (sscanf(addr, "%63[0-9.]:%u%n", host, &port, &used) != 2 || addr[used] || port == 0 || port > 65535 ||
+	    inet_pton(AF_INET, host, &a.sin_addr) != 1)
+		fatal("agent: --egress: want IPV4:PORT", addr);
+	a.sin_port = htons((unsigned short)port);
+	int one = 1;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 128) < 0)
+		fatal("agent: egress listener", strerror(errno));
+	struct epoll_event e = {.events = 0, .data.ptr = &egress_listener_tag};
+	if (epoll_ctl(agent.epoll, EPOLL_CTL_ADD, fd, &e) < 0)
+		fatal("agent: egress listener", strerror(errno));
+	agent.egress_listener = fd;
+	agent.egress_paused = 1;
+}
+
+/* relay_of is the relay whose end tag is, if any. */
+static struct relay_end *relay_of(void *tag)
+{
+	for (struct relay *r = agent.relays; r; r = r->next)
+		if (tag == &r->end[0] || tag == &r->end[1])
+			return tag;
+	return NULL;
+}
+
 /* serve handles a connection's first message: a seal or a command. */
 static void serve(struct conn *c)
 {
@@ -1246,6 +1506,12 @@ static void serve(struct conn *c)
 		close_fds(fds, nfds);
 		agent_free_request(&r);
 		rules_channel(c);
+		return;
+	}
+	if (r.egress && !c->stub && agent.egress_listener >= 0) {
+		close_fds(fds, nfds);
+		agent_free_request(&r);
+		egress_channel(c);
 		return;
 	}
 	if (c->stub) {
@@ -1490,7 +1756,7 @@ static void parse_flags(int argc, char **argv)
 		}
 		if (strcmp(name, "exec-allow") && strcmp(name, "writable") && strcmp(name, "exec-dirs") &&
 		    strcmp(name, "hidden-programs") && strcmp(name, "rlimits") && strcmp(name, "stubs") &&
-		    strcmp(name, "listen") && strcmp(name, "seccomp"))
+		    strcmp(name, "listen") && strcmp(name, "seccomp") && strcmp(name, "egress"))
 			fatal("agent: flag provided but not defined", argv[i]);
 		if (!value && ++i >= argc)
 			fatal("agent: flag needs an argument", name);
@@ -1512,6 +1778,8 @@ static void parse_flags(int argc, char **argv)
 			agent.listen = value;
 		} else if (!strcmp(name, "seccomp")) {
 			agent.seccomp = value;
+		} else if (!strcmp(name, "egress")) {
+			agent.egress_addr = value;
 		} else if (!strcmp(name, "stubs")) {
 			parse_stubs(cfg, value);
 		} else {
@@ -1549,6 +1817,8 @@ static void parse_flags(int argc, char **argv)
 		fatal("agent: --gvisor needs --listen PATH", NULL);
 	if (agent.seccomp && !agent.gvisor)
 		fatal("agent: --seccomp is for --gvisor, whose runtime loads no filter", NULL);
+	if (agent.egress_addr && !agent.gvisor)
+		fatal("agent: --egress is for --gvisor; a container's proxy listener is made by the host", NULL);
 }
 
 /* load_seccomp loads the sandbox's seccomp filter (a BPF program the host
@@ -1641,6 +1911,8 @@ static void run(int argc, char **argv)
 		fatal("agent", strerror(errno));
 
 	stub_listen();
+	if (agent.egress_addr)
+		egress_listen(agent.egress_addr);
 	if (agent.seccomp)
 		load_seccomp(agent.seccomp);
 	prepare();
@@ -1673,6 +1945,8 @@ static void run(int argc, char **argv)
 				accept_all(agent.stub_listener, 1);
 			else if (tag == &signal_tag)
 				reap();
+			else if (tag == &egress_listener_tag)
+				egress_accept();
 		}
 		/* connections after the reaper: a command that ended has
 		 * freed its connection, which a later event may name */
@@ -1683,8 +1957,20 @@ static void run(int argc, char **argv)
 					rules_message();
 				continue;
 			}
-			if (tag == &listener_tag || tag == &signal_tag || tag == &stub_tag)
+			if (tag == &egress_tag) {
+				if (agent.egress >= 0)
+					egress_message();
 				continue;
+			}
+			if (tag == &listener_tag || tag == &signal_tag || tag == &stub_tag || tag == &egress_listener_tag)
+				continue;
+			/* A relay is freed only here, and made only in the pass
+			 * above: a tag of a relay since gone is found in no list. */
+			struct relay_end *end = relay_of(tag);
+			if (end) {
+				relay_pump(end->r);
+				continue;
+			}
 			struct conn *c;
 			for (c = agent.conns; c && c != tag; c = c->next) {
 			}

@@ -41,6 +41,8 @@ struct request {
 	int tty, seal;
 	unsigned rows, cols;
 	int rules;        /* the host's command-rules channel */
+	int egress;       /* the host's egress channel (gVisor) */
+	long long upstream; /* on that channel: the id of the upstream passed with it */
 	long long run;    /* 1 + the ruled program the host approved, for a stub argv[0] */
 	char *path;       /* a stub's: the path it was started by */
 	int nul; /* a string held a NUL byte, which no C string can carry */

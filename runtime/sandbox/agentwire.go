@@ -13,6 +13,9 @@ type execRequest struct {
 	Seal bool `json:"seal,omitempty"`
 	// Rules, alone, opens the command rules' channel (commands.go).
 	Rules bool `json:"rules,omitempty"`
+	// Egress, alone, opens a gVisor agent's egress channel
+	// (egress_gvisor.go).
+	Egress bool `json:"egress,omitempty"`
 	// Run is 1 + the ruled program the rules let argv run: where argv[0]
 	// finds that program's stub, the agent runs the program itself.
 	Run int `json:"run,omitempty"`

@@ -35,6 +35,7 @@ type startRequest struct {
 	bundleDir string      // the sandbox's own files: binds from here are warden's
 	socket    string      // where the host reaches the agent: a path in the sandbox's state folder
 	log       *os.File    // the init's stdout and stderr
+	egress    bool        // the policy has a network.allow list
 }
 
 // engines is every engine of a runtime; it loads a container from the

@@ -372,6 +372,9 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, viewHolds, er
 	proc := *sp.Process
 	sp.Process = &proc
 	args := []string{spec.AgentPath, "agent", "--gvisor", "--listen", gvisorAgentDir + "/agent.sock"}
+	if req.egress {
+		args = append(args, "--egress", spec.EgressProxyAddr)
+	}
 	for i := 2; i < len(proc.Args); i++ {
 		switch a := proc.Args[i]; a {
 		case "--exec-allow": // kept: the agent's own check, for its messages
@@ -646,9 +649,6 @@ func (c *gvisorContainer) destroy() error {
 func checkEngine(p *policies.Policy) error {
 	if p.Sandbox.Engine != policies.EngineGVisor {
 		return nil
-	}
-	if len(p.Network.Allow) > 0 {
-		return kindf(spec.ErrInvalid, "policy %s: network.allow is not available under engine \"gvisor\" yet (its sandboxes have no network); remove [network] or use engine \"container\"", p.Name)
 	}
 	if c := p.Commands; len(c.Deny)+len(c.Ask)+len(c.Allow) > 0 {
 		return kindf(spec.ErrInvalid, "policy %s: [commands] rules are not available under engine \"gvisor\" yet; remove them or use engine \"container\"", p.Name)

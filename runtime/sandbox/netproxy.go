@@ -22,8 +22,9 @@ import (
 const EgressHostsEnv = "WARDEN_EGRESS_HOSTS"
 
 // startEgress serves a session's network.allow list: a listener on
-// spec.EgressProxyAddr inside the sandbox's network namespace, answered by
-// a proxy in this process, which dials from the host. It must run before
+// spec.EgressProxyAddr inside the sandbox's network namespace (under
+// gVisor, the agent's, relayed: agentEgress), answered by a proxy in this
+// process, which dials from the host. It must run before
 // any sandboxed code does (at create, or when a pooled sandbox is claimed,
 // or when a daemon re-adopts a session), else the sandbox could take the
 // port. Without a network.allow list there is nothing to serve: the
@@ -44,11 +45,16 @@ func (rt *Runtime) startEgress(s *Session) error {
 	if err != nil {
 		return err
 	}
-	pid, _, err := s.container.init()
-	if err != nil {
-		return fmt.Errorf("session %s: egress: %w", s.ID, err)
+	var ln net.Listener
+	if _, gvisor := s.container.(*gvisorContainer); gvisor {
+		ln, err = agentEgress(s.socketPath())
+	} else {
+		var pid int
+		if pid, _, err = s.container.init(); err != nil {
+			return fmt.Errorf("session %s: egress: %w", s.ID, err)
+		}
+		ln, err = listenInNetns(pid, spec.EgressProxyAddr)
 	}
-	ln, err := listenInNetns(pid, spec.EgressProxyAddr)
 	if err != nil {
 		return fmt.Errorf("session %s: egress proxy listener in the sandbox: %w", s.ID, err)
 	}

@@ -442,7 +442,8 @@ func (rt *Runtime) startContainer(s *Session, sp *specs.Spec, bundleDir string) 
 		return err
 	}
 	defer logFile.Close()
-	c, err := rt.engineFor(s.policy).start(startRequest{id: s.ContainerID(), spec: sp, bundleDir: bundleDir, socket: s.socketPath(), log: logFile})
+	c, err := rt.engineFor(s.policy).start(startRequest{id: s.ContainerID(), spec: sp, bundleDir: bundleDir, socket: s.socketPath(), log: logFile,
+		egress: s.policy != nil && len(s.policy.Network.Allow) > 0})
 	if err != nil {
 		return err
 	}
