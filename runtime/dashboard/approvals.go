@@ -155,8 +155,7 @@ func (s *Server) approvalsEvents(w http.ResponseWriter, r *http.Request) {
 	for {
 		last, changed := s.approvals.current()
 		if last.listed {
-			p := s.basePage(r, "approvals")
-			p.Flash = "" // shown by the page that took it
+			p := s.livePage(r, "approvals")
 			p.Approvals = last.list
 			if last.err != nil {
 				p.Error = last.err.Error()
@@ -185,15 +184,24 @@ func (s *Server) approvalAction(w http.ResponseWriter, r *http.Request, l *login
 		return
 	}
 	var allow bool
+	var msg string
 	switch op {
 	case "approve":
-		allow = true
+		allow, msg = true, id+" approved"
 	case "deny":
+		msg = id + " denied"
 	default:
 		http.Error(w, "unknown action "+op+"; the actions are approve and deny", http.StatusNotFound)
 		return
 	}
-	msg := id + " " + op + "d"
+	// Say which command it was: the id alone means little once it is gone.
+	if list, err := s.cfg.Client.Approvals(); err == nil {
+		for _, a := range list {
+			if a.ID == id {
+				msg += ": " + argvText(a.Argv) + " in session " + a.Session
+			}
+		}
+	}
 	if err := s.cfg.Client.AnswerFor(id, allow, l.name, strings.TrimSpace(r.PostFormValue("reason"))); err != nil {
 		msg = id + ": " + op + " failed: " + err.Error()
 	}

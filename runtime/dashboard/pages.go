@@ -104,10 +104,20 @@ func (s *Server) sessions() ([]sessionRow, error) {
 }
 
 func (s *Server) basePage(r *http.Request, title string) page {
+	p := s.livePage(r, title)
+	if l := s.signedIn(r); l != nil {
+		p.Flash = s.takeFlash(l)
+	}
+	return p
+}
+
+// livePage is what a live fragment gets: never the login's message,
+// which is the next page's (a stream still open as the browser follows a
+// button's answer would otherwise take it first).
+func (s *Server) livePage(r *http.Request, title string) page {
 	p := page{Title: title, Now: time.Now()}
 	if l := s.signedIn(r); l != nil {
 		p.CSRF = l.csrf
-		p.Flash = s.takeFlash(l)
 		p.Login = l.name
 	}
 	return p
