@@ -285,7 +285,7 @@ func TestDashboardAuth(t *testing.T) {
 	}
 
 	t.Run("no token", func(t *testing.T) {
-		for _, path := range []string{"/", "/pools", "/metrics", "/events/sessions", "/sessions/" + id, "/sessions/" + id + "/events", "/static/app.js", "/static/style.css"} {
+		for _, path := range []string{"/", "/pools", "/approvals", "/metrics", "/events/sessions", "/events/approvals", "/sessions/" + id, "/sessions/" + id + "/events", "/static/app.js", "/static/style.css"} {
 			res := d.do(request{path: path})
 			if res.status != http.StatusUnauthorized {
 				t.Errorf("GET %s without the token: status %d, want 401", path, res.status)

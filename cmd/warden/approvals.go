@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -32,42 +29,19 @@ var approvalsListCommand = &cli.Command{
 	Aliases: []string{"list"},
 	Usage:   "list waiting commands: id, session, policy, argv, cwd, parent command, waiting since",
 	Flags:   []cli.Flag{tableFormatFlag},
-	Action: func(cliContext *cli.Context) error {
-		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
-			return err
+	Action:  listAction((*daemon.Client).Approvals, printApprovals),
+}
+
+func printApprovals(w io.Writer, list []daemon.Approval, format string) error {
+	now := time.Now()
+	return printList(w, list, format, "ID\tSESSION\tPOLICY\tARGV\tCWD\tPARENT\tWAITING", func(a daemon.Approval) string {
+		parent := a.Parent
+		if parent == "" {
+			parent = "-"
 		}
-		format, err := tableFormat(cliContext)
-		if err != nil {
-			return err
-		}
-		list := []daemon.Approval{}
-		if c := client(cliContext); !errors.Is(statErr(c.Root), fs.ErrNotExist) {
-			if list, err = c.Approvals(); err != nil {
-				return err
-			}
-		}
-		w := cliContext.App.Writer
-		if format == "json" {
-			if list == nil {
-				list = []daemon.Approval{}
-			}
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(list)
-		}
-		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSESSION\tPOLICY\tARGV\tCWD\tPARENT\tWAITING")
-		now := time.Now()
-		for _, a := range list {
-			parent := a.Parent
-			if parent == "" {
-				parent = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Session, a.Policy, printable(strings.Join(a.Argv, " ")),
-				printable(a.Cwd), printable(parent), now.Sub(a.Since).Round(time.Second))
-		}
-		return tw.Flush()
-	},
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", a.ID, a.Session, a.Policy, printable(strings.Join(a.Argv, " ")),
+			printable(a.Cwd), printable(parent), now.Sub(a.Since).Round(time.Second))
+	})
 }
 
 func approvalAnswerCommand(name string, allow bool) *cli.Command {

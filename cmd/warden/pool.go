@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"path/filepath"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 	"github.com/warden-sandbox/warden/runtime/daemon"
@@ -52,7 +49,7 @@ var poolFillCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		return printPools(cliContext, pools, "table")
+		return printPools(cliContext.App.Writer, pools, "table")
 	},
 }
 
@@ -77,27 +74,10 @@ func poolRequest(cliContext *cli.Context) (*daemon.PoolRequest, error) {
 }
 
 var poolStatusCommand = &cli.Command{
-	Name:  "status",
-	Usage: "per pool: policy, ready, claimed, refilling, hits, misses",
-	Flags: []cli.Flag{tableFormatFlag},
-	Action: func(cliContext *cli.Context) error {
-		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
-			return err
-		}
-		format, err := tableFormat(cliContext)
-		if err != nil {
-			return err
-		}
-		// No state root, no pools: as `session ls`, it makes neither the
-		// root nor a daemon.
-		var pools []daemon.PoolInfo
-		if c := client(cliContext); !errors.Is(statErr(c.Root), fs.ErrNotExist) {
-			if pools, err = c.Pools(); err != nil {
-				return err
-			}
-		}
-		return printPools(cliContext, pools, format)
-	},
+	Name:   "status",
+	Usage:  "per pool: policy, ready, claimed, refilling, hits, misses",
+	Flags:  []cli.Flag{tableFormatFlag},
+	Action: listAction((*daemon.Client).Pools, printPools),
 }
 
 var poolDrainCommand = &cli.Command{
@@ -125,25 +105,13 @@ var poolDrainCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		return printPools(cliContext, pools, "table")
+		return printPools(cliContext.App.Writer, pools, "table")
 	},
 }
 
-func printPools(cliContext *cli.Context, pools []daemon.PoolInfo, format string) error {
-	w := cliContext.App.Writer
-	if pools == nil {
-		pools = []daemon.PoolInfo{}
-	}
-	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(pools)
-	}
-	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "POLICY\tFILES\tSIZE\tREADY\tCLAIMED\tREFILLING\tHITS\tMISSES\tERROR")
-	for _, p := range pools {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Policy, filepath.Join(p.Files...), p.Size, p.Ready,
+func printPools(w io.Writer, pools []daemon.PoolInfo, format string) error {
+	return printList(w, pools, format, "POLICY\tFILES\tSIZE\tREADY\tCLAIMED\tREFILLING\tHITS\tMISSES\tERROR", func(p daemon.PoolInfo) string {
+		return fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s", p.Policy, filepath.Join(p.Files...), p.Size, p.Ready,
 			p.Claimed, p.Refilling, p.Hits, p.Misses, p.Error)
-	}
-	return tw.Flush()
+	})
 }

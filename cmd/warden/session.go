@@ -1,13 +1,10 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -81,40 +78,15 @@ var sessionListCommand = &cli.Command{
 	Aliases: []string{"list"},
 	Usage:   "list sessions: id, policy, workspace, state, age, idle, commands run",
 	Flags:   []cli.Flag{tableFormatFlag},
-	Action: func(cliContext *cli.Context) error {
-		if err := checkArgs(cliContext, 0, 0, "no arguments"); err != nil {
-			return err
-		}
-		format, err := tableFormat(cliContext)
-		if err != nil {
-			return err
-		}
-		// No state root, no sessions: listing makes neither a root nor a
-		// daemon (a mistyped --root would otherwise leave both behind).
-		sessions := []daemon.SessionInfo{}
-		if c := client(cliContext); !errors.Is(statErr(c.Root), fs.ErrNotExist) {
-			if sessions, err = c.Sessions(); err != nil {
-				return err
-			}
-		}
-		w := cliContext.App.Writer
-		if format == "json" {
-			if sessions == nil {
-				sessions = []daemon.SessionInfo{}
-			}
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(sessions)
-		}
-		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tPOLICY\tWORKSPACE\tSTATE\tAGE\tIDLE\tEXECS\tRUNNING")
-		now := time.Now()
-		for _, s := range sessions {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", s.ID, s.Policy, s.Workspace, s.State,
-				now.Sub(s.Created).Round(time.Second), now.Sub(s.LastUsed).Round(time.Second), s.Execs, s.Running)
-		}
-		return tw.Flush()
-	},
+	Action:  listAction((*daemon.Client).Sessions, printSessions),
+}
+
+func printSessions(w io.Writer, sessions []daemon.SessionInfo, format string) error {
+	now := time.Now()
+	return printList(w, sessions, format, "ID\tPOLICY\tWORKSPACE\tSTATE\tAGE\tIDLE\tEXECS\tRUNNING", func(s daemon.SessionInfo) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d", s.ID, s.Policy, s.Workspace, s.State,
+			now.Sub(s.Created).Round(time.Second), now.Sub(s.LastUsed).Round(time.Second), s.Execs, s.Running)
+	})
 }
 
 var sessionRemoveCommand = &cli.Command{

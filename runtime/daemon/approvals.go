@@ -106,11 +106,15 @@ func (d *Daemon) ApprovalsChanged() <-chan struct{} {
 }
 
 // Answer approves or denies a waiting command. uid is who answered (nil
-// for a front end that names its user in by instead); reason goes into
-// the audit line and, for a deny, to the command's caller.
+// for a front end that names its user in by instead; over the socket, the
+// caller's uid, and by the user a front end answers for); reason goes
+// into the audit line and, for a deny, to the command's caller.
 func (d *Daemon) Answer(id string, allow bool, uid *int, by, reason string) error {
-	if strings.ContainsFunc(reason, func(r rune) bool { return r < 0x20 || r == 0x7f }) || len(reason) > 1024 {
+	if !oneLine(reason, 1024) {
 		return kindf(spec.ErrInvalid, "--reason: one line of at most 1024 characters, without control characters")
+	}
+	if !oneLine(by, 128) {
+		return kindf(spec.ErrInvalid, "by: who answered must be one line of at most 128 characters, without control characters")
 	}
 	q := d.approvals
 	q.mu.Lock()
@@ -125,6 +129,11 @@ func (d *Daemon) Answer(id string, allow bool, uid *int, by, reason string) erro
 		return kindf(spec.ErrInvalid, "%w: %s was answered already", ErrNoApproval, id)
 	}
 	return nil
+}
+
+// oneLine: s fits an audit line's field as one line of at most max bytes.
+func oneLine(s string, max int) bool {
+	return len(s) <= max && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
 // approvalsWait bounds one approvals.wait, so a watcher's connection
@@ -157,7 +166,7 @@ func (d *Daemon) answerOp(conn *net.UnixConn, req *request) error {
 	}
 	who := callerOf(conn)
 	uid := who.uid
-	if err := d.Answer(req.ID, req.Op == "approvals.approve", &uid, "", req.Reason); err != nil {
+	if err := d.Answer(req.ID, req.Op == "approvals.approve", &uid, req.By, req.Reason); err != nil {
 		return err
 	}
 	// The caller returns once the waiting command has its answer.

@@ -55,6 +55,17 @@ func TestApprovalQueue(t *testing.T) {
 	if err := d.Answer("ap-x", true, &uid, "", "two\nlines"); err == nil {
 		t.Error("a reason with a newline was taken")
 	}
+	// A front end answers for its user: the answer carries both.
+	answer, id = ask(context.Background())
+	if err := d.Answer(id, false, &uid, "dashboard\nlogin forged", ""); err == nil {
+		t.Error("a by with a newline was taken")
+	}
+	if err := d.Answer(id, false, &uid, "dashboard login 5c1e0a9f", "no"); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-answer; a.Allow || *a.UID != 7 || a.By != "dashboard login 5c1e0a9f" || a.Reason != "no" {
+		t.Errorf("answer for a front end's user: %+v", a)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

@@ -146,11 +146,18 @@ func (c *Client) WaitApprovals() ([]Approval, error) {
 // Answer approves (allow) or denies a waiting command, with the
 // answerer's reason (may be empty).
 func (c *Client) Answer(id string, allow bool, reason string) error {
+	return c.AnswerFor(id, allow, "", reason)
+}
+
+// AnswerFor answers as Answer does, for a user of the caller's that by
+// names (warden serve: a dashboard login); the audit line names both the
+// caller's uid and by.
+func (c *Client) AnswerFor(id string, allow bool, by, reason string) error {
 	op := "approvals.deny"
 	if allow {
 		op = "approvals.approve"
 	}
-	_, err := c.call(request{Op: op, ID: id, Reason: reason})
+	_, err := c.call(request{Op: op, ID: id, Reason: reason, By: by})
 	return err
 }
 

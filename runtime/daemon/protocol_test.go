@@ -52,12 +52,13 @@ func protocolMessages() map[string]any {
 		"reply-stats": reply{Stats: &Stats{Since: created, Commands: map[string]int64{"ok": 3, "failed": 1},
 			ExecSeconds: protocol.Histogram{Bounds: []float64{0.01, 1}, Counts: []uint64{2, 3}, Count: 4, Sum: 7.5},
 			Egress:      protocol.EgressStats{Allowed: 2, Denied: 1, BytesOut: 512, BytesIn: 4096},
+			Approvals:   &protocol.ApprovalStats{Pending: 1, Answered: map[string]int64{"approved": 2, "denied": 1, "timeout": 0, "withdrawn": 0}},
 			Sessions: []SessionStats{{ID: "chat-7", MemoryBytes: &mem, CPUNanos: &cpu, UsageError: "cgroup gone",
 				Commands: []RunningCommand{{Argv: []string{"sleep", "60"}, Cwd: "/workspace", Started: created}}}}}},
 		"request-approvals.ls":      request{V: 1, Op: "approvals.ls"},
 		"request-approvals.wait":    request{V: 1, Op: "approvals.wait"},
 		"request-approvals.approve": request{V: 1, Op: "approvals.approve", ID: "ap-3f2a91c04e", Reason: "reviewed the diff"},
-		"request-approvals.deny":    request{V: 1, Op: "approvals.deny", ID: "ap-3f2a91c04e", Reason: "not on a Friday"},
+		"request-approvals.deny":    request{V: 1, Op: "approvals.deny", ID: "ap-3f2a91c04e", Reason: "not on a Friday", By: "dashboard login 5c1e0a9f"},
 		"reply-approvals": reply{Approvals: []Approval{{ID: "ap-3f2a91c04e", Session: "chat-7", Policy: "web", Argv: []string{"git", "push", "origin", "main"},
 			Cwd: "/workspace/repo", Parent: "sh -c make release", Rule: "commands.ask \"git push **\"", Since: created, Timeout: 5 * time.Minute}}},
 		"control":       control{Signal: 2},
@@ -111,7 +112,7 @@ func TestProtocolSchema(t *testing.T) {
 		t.Errorf("testdata/protocol has %d files for %d messages: remove the stale ones", len(files), len(msgs))
 	}
 	// Every op the daemon serves has its request.
-	for _, op := range []string{"ping", "create", "exec", "list", "remove", "gc", "pool.fill", "pool.status", "pool.drain", "freeze", "thaw", "kill", "freeze.all", "thaw.all", "stats"} {
+	for _, op := range []string{"ping", "create", "exec", "list", "remove", "gc", "pool.fill", "pool.status", "pool.drain", "freeze", "thaw", "kill", "freeze.all", "thaw.all", "stats", "approvals.ls", "approvals.wait", "approvals.approve", "approvals.deny"} {
 		if _, ok := msgs["request-"+op]; !ok {
 			t.Errorf("no golden request for op %s", op)
 		}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -26,6 +27,10 @@ type (
 // Outcomes are the outcomes Stats.Commands counts, every one present.
 var Outcomes = []string{"ok", "failed", "signal", "timeout", "oom", "not_started", "error"}
 
+// ApprovalOutcomes are how the asks Stats.Approvals counts stopped
+// waiting (the decisions of their audit lines), every one present.
+var ApprovalOutcomes = []string{"approved", "denied", "timeout", "withdrawn"}
+
 // execBounds are the exec histogram's buckets, in seconds: from a warm
 // session's fast exec (a few ms) to a command that runs for minutes.
 var execBounds = []float64{0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
@@ -38,17 +43,23 @@ type counters struct {
 	count    uint64
 	sum      float64
 	egress   protocol.EgressStats
+	answered map[string]int64 // asks by how they stopped waiting
 }
 
 func newCounters() *counters {
-	c := &counters{since: time.Now().UTC(), commands: map[string]int64{}, buckets: make([]uint64, len(execBounds)+1)}
+	c := &counters{since: time.Now().UTC(), commands: map[string]int64{}, buckets: make([]uint64, len(execBounds)+1),
+		answered: map[string]int64{}}
 	for _, o := range Outcomes {
 		c.commands[o] = 0
+	}
+	for _, o := range ApprovalOutcomes {
+		c.answered[o] = 0
 	}
 	return c
 }
 
-// observe counts one audit record: a command's end, or egress decisions.
+// observe counts one audit record: a command's end, an ask's decision, or
+// egress decisions.
 func (c *counters) observe(r sandbox.AuditRecord) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -61,6 +72,12 @@ func (c *counters) observe(r sandbox.AuditRecord) {
 			c.buckets[i]++
 			c.count++
 			c.sum += sec
+		}
+	case "command":
+		// Only an ask that waited has an approval id; a rule's own allow
+		// or deny, or an ask refused before it could wait, has none.
+		if _, ok := c.answered[r.Decision]; ok && r.Approval != "" {
+			c.answered[r.Decision]++
 		}
 	case "net.allow":
 		n := int64(max(r.Count, 1)) // a summary stands for Count decisions
@@ -96,11 +113,9 @@ func outcome(r sandbox.AuditRecord) string {
 func (c *counters) snapshot() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := Stats{Since: c.since, Commands: map[string]int64{}, Egress: c.egress,
-		ExecSeconds: protocol.Histogram{Bounds: execBounds, Count: c.count, Sum: c.sum}}
-	for k, v := range c.commands {
-		st.Commands[k] = v
-	}
+	st := Stats{Since: c.since, Commands: maps.Clone(c.commands), Egress: c.egress,
+		ExecSeconds: protocol.Histogram{Bounds: execBounds, Count: c.count, Sum: c.sum},
+		Approvals:   &protocol.ApprovalStats{Answered: maps.Clone(c.answered)}}
 	var cum uint64
 	for i := range execBounds {
 		cum += c.buckets[i]
@@ -120,6 +135,7 @@ type running struct {
 // running commands (the cgroups read outside the daemon's lock).
 func (d *Daemon) stats() Stats {
 	st := d.counters.snapshot()
+	st.Approvals.Pending = len(d.Approvals())
 	d.mu.Lock()
 	var sessions []*daemonSession
 	for _, s := range d.sessions {

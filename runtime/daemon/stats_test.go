@@ -7,8 +7,9 @@ import (
 )
 
 // TestCounters counts audit records as the stats op reports them: each
-// command under one outcome, the durations of those that ran, and every
-// egress decision a summary stands for.
+// command under one outcome, the durations of those that ran, every
+// egress decision a summary stands for, and each ask that waited by how
+// it ended.
 func TestCounters(t *testing.T) {
 	code := func(n int) *int { return &n }
 	c := newCounters()
@@ -27,6 +28,13 @@ func TestCounters(t *testing.T) {
 		{Event: "net.deny"},
 		{Event: "net.suppressed", Count: 7},
 		{Event: "session.freeze"},
+		{Event: "command", Decision: "allow", Rule: "commands.allow \"git status\""},
+		{Event: "command", Decision: "deny", Rule: "commands.deny \"rm **\""},
+		{Event: "command", Decision: "denied", Reason: "more than 32 commands of the session wait for approval"}, // never waited
+		{Event: "command", Decision: "approved", Approval: "ap-1"},
+		{Event: "command", Decision: "approved", Approval: "ap-2"},
+		{Event: "command", Decision: "denied", Approval: "ap-3"},
+		{Event: "command", Decision: "timeout", Approval: "ap-4"},
 	} {
 		c.observe(r)
 	}
@@ -49,6 +57,16 @@ func TestCounters(t *testing.T) {
 		for i, b := range h.Bounds {
 			if b == bound && h.Counts[i] != n {
 				t.Errorf("bucket le=%g: %d, want %d", b, h.Counts[i], n)
+			}
+		}
+	}
+	wantAsks := map[string]int64{"approved": 2, "denied": 1, "timeout": 1, "withdrawn": 0}
+	if a := st.Approvals; a == nil || len(a.Answered) != len(wantAsks) {
+		t.Errorf("approvals %+v, want %v", a, wantAsks)
+	} else {
+		for k, v := range wantAsks {
+			if a.Answered[k] != v {
+				t.Errorf("approvals answered[%s] = %d, want %d (all: %v)", k, a.Answered[k], v, a.Answered)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warden-sandbox/warden/runtime/daemon"
 )
@@ -130,7 +131,79 @@ func TestChecks(t *testing.T) {
 	if w := do("POST", "/sessions/x/unknown", here, url.Values{"csrf": {csrf}}, cookie, "Origin", "http://"+here); w.Code != http.StatusNotFound {
 		t.Errorf("an unknown action: %d, want 404", w.Code)
 	}
+	// Approvals: the same checks before the daemon is asked, then the
+	// id and the action.
+	approve := "/approvals/ap-0123456789/approve"
+	if w := do("GET", "/approvals", here, nil, nil); w.Code != http.StatusUnauthorized {
+		t.Errorf("the approvals page without the token: %d, want 401", w.Code)
+	}
+	if w := do("GET", "/events/approvals", here, nil, nil); w.Code != http.StatusUnauthorized {
+		t.Errorf("the approvals stream without the token: %d, want 401", w.Code)
+	}
+	for name, q := range map[string]struct {
+		form   url.Values
+		cookie *http.Cookie
+		header []string
+		want   int
+	}{
+		"no login":                   {url.Values{"csrf": {csrf}}, nil, []string{"Authorization", "Bearer " + token}, http.StatusUnauthorized},
+		"no CSRF token":              {url.Values{"reason": {"x"}}, cookie, nil, http.StatusForbidden},
+		"the token as the CSRF":      {url.Values{"csrf": {token}}, cookie, nil, http.StatusForbidden},
+		"another site":               {url.Values{"csrf": {csrf}}, cookie, []string{"Origin", "http://evil.example"}, http.StatusForbidden},
+		"a sandboxed frame":          {url.Values{"csrf": {csrf}}, cookie, []string{"Origin", "null"}, http.StatusForbidden},
+		"the right form, a GET only": {nil, cookie, nil, http.StatusMethodNotAllowed},
+	} {
+		method := "POST"
+		if q.form == nil {
+			method = "GET"
+		}
+		if w := do(method, approve, here, q.form, q.cookie, q.header...); w.Code != q.want {
+			t.Errorf("approve, %s: %d, want %d", name, w.Code, q.want)
+		}
+	}
+	for path, want := range map[string]int{
+		"/approvals/ap-0123456789/allow":    http.StatusNotFound,
+		"/approvals/ap-01234567/approve":    http.StatusBadRequest,
+		"/approvals/..%2Fetc/deny":          http.StatusBadRequest,
+		"/approvals/AP-0123456789/approve":  http.StatusBadRequest,
+		"/approvals/ap-0123456789x/approve": http.StatusBadRequest,
+	} {
+		if w := do("POST", path, here, url.Values{"csrf": {csrf}}, cookie, "Origin", "http://"+here); w.Code != want {
+			t.Errorf("POST %s: %d, want %d", path, w.Code, want)
+		}
+	}
 	if _, err := New(Config{Addr: "0.0.0.0:8765", Token: token}); err == nil {
 		t.Errorf("New took a non-loopback address")
+	}
+}
+
+// TestApprovalsEscaping renders the approvals table with what a
+// sandboxed program chooses (its argv, its folder, its parent's command
+// line): each shows as text, never as markup, in an element or an
+// attribute.
+func TestApprovalsEscaping(t *testing.T) {
+	since := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	p := page{CSRF: "c0ffee", Now: since.Add(12 * time.Second), Approvals: []daemon.Approval{{
+		ID: "ap-0123456789", Session: "s1", Policy: "rules",
+		Argv:   []string{"git", "push", `<script>alert(1)</script>`, `"><img src=x onerror=alert(2)>`, `it's`},
+		Cwd:    `/workspace/"><b>bold</b>`,
+		Parent: `sh -c '<iframe src=//evil.example>'`,
+		Rule:   `commands.ask "git push **"`, Since: since, Timeout: 5 * time.Minute}}}
+	var out strings.Builder
+	if err := templates.ExecuteTemplate(&out, "approvals-table", p); err != nil {
+		t.Fatal(err)
+	}
+	html := out.String()
+	for _, raw := range []string{"<script>", "<img", "<b>", "<iframe", "onerror=alert(2)>"} {
+		if strings.Contains(html, raw) {
+			t.Errorf("the table holds %q as markup:\n%s", raw, html)
+		}
+	}
+	for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", "&#39;it&#39;\\&#39;&#39;s&#39;", "&lt;b&gt;bold&lt;/b&gt;",
+		"&lt;iframe src=//evil.example&gt;", `action="/approvals/ap-0123456789/approve"`, `formaction="/approvals/ap-0123456789/deny"`,
+		`name="csrf" value="c0ffee"`, `data-since="2026-11-27T06:00:00.000Z"`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the table lacks %q:\n%s", want, html)
+		}
 	}
 }

@@ -70,8 +70,7 @@ func (s *Server) sessionsEvents(w http.ResponseWriter, r *http.Request) {
 	t := time.NewTicker(eventEvery)
 	defer t.Stop()
 	for {
-		p := s.basePage(r, "sessions")
-		p.Flash = "" // shown by the page that took it
+		p := s.livePage(r, "sessions")
 		rows, err := s.sessions()
 		if err != nil {
 			p.Error = err.Error()
@@ -100,8 +99,7 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	defer t.Stop()
 	var seen auditStamp
 	for {
-		p := s.basePage(r, "session "+id)
-		p.Flash = ""
+		p := s.livePage(r, "session "+id)
 		row, err := s.session(id)
 		if err != nil {
 			p.Error = err.Error()

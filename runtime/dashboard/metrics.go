@@ -25,6 +25,8 @@ var (
 	descPoolReady  = prometheus.NewDesc("warden_pool_ready", "Sandboxes ready in a warm pool.", []string{"policy", "pool"}, nil)
 	descEgressConn = prometheus.NewDesc("warden_egress_connections_total", "Egress proxy decisions (connections, and plain HTTP requests) since the daemon started.", []string{"decision"}, nil)
 	descEgressByte = prometheus.NewDesc("warden_egress_bytes_total", "Bytes through the egress proxy's allowed connections, out of the sandboxes and in to them.", []string{"direction"}, nil)
+	descAsksWait   = prometheus.NewDesc("warden_approvals_pending", "Commands a policy's commands.ask holds, waiting for an answer now.", nil, nil)
+	descAsksDone   = prometheus.NewDesc("warden_approvals_answered_total", "Commands commands.ask held that stopped waiting since the daemon started, by outcome (approved, denied, timeout, withdrawn).", []string{"outcome"}, nil)
 	descStart      = prometheus.NewDesc("warden_daemon_start_time_seconds", "When the daemon whose counts these are started, in seconds since the epoch.", nil, nil)
 	descUp         = prometheus.NewDesc("warden_daemon_up", "Whether the daemon answered this scrape.", nil, nil)
 )
@@ -90,4 +92,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descEgressConn, counter, float64(st.Egress.Denied), "denied")
 	ch <- prometheus.MustNewConstMetric(descEgressByte, counter, float64(st.Egress.BytesOut), "out")
 	ch <- prometheus.MustNewConstMetric(descEgressByte, counter, float64(st.Egress.BytesIn), "in")
+	if a := st.Approvals; a != nil { // a daemon older than approvals counts none
+		ch <- prometheus.MustNewConstMetric(descAsksWait, gauge, float64(a.Pending))
+		for outcome, n := range a.Answered {
+			ch <- prometheus.MustNewConstMetric(descAsksDone, counter, float64(n), outcome)
+		}
+	}
 }

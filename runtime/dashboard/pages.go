@@ -43,15 +43,17 @@ var templates = template.Must(template.New("").Funcs(template.FuncMap{
 
 // page is what every template gets.
 type page struct {
-	Title    string
-	CSRF     string
-	Flash    string
-	Error    string // the daemon could not be asked
-	Sessions []sessionRow
-	Session  *sessionRow
-	Pools    []daemon.PoolInfo
-	Audit    []auditLine
-	Now      time.Time
+	Title     string
+	CSRF      string
+	Flash     string
+	Error     string // the daemon could not be asked
+	Sessions  []sessionRow
+	Session   *sessionRow
+	Pools     []daemon.PoolInfo
+	Approvals []daemon.Approval
+	Audit     []auditLine
+	Now       time.Time
+	Login     string // the signed-in browser's name in audit lines
 }
 
 // sessionRow is one session as the pages show it: `session ls` with its
@@ -102,10 +104,21 @@ func (s *Server) sessions() ([]sessionRow, error) {
 }
 
 func (s *Server) basePage(r *http.Request, title string) page {
+	p := s.livePage(r, title)
+	if l := s.signedIn(r); l != nil {
+		p.Flash = s.takeFlash(l)
+	}
+	return p
+}
+
+// livePage is what a live fragment gets: never the login's message,
+// which is the next page's (a stream still open as the browser follows a
+// button's answer would otherwise take it first).
+func (s *Server) livePage(r *http.Request, title string) page {
 	p := page{Title: title, Now: time.Now()}
 	if l := s.signedIn(r); l != nil {
 		p.CSRF = l.csrf
-		p.Flash = s.takeFlash(l)
+		p.Login = l.name
 	}
 	return p
 }

@@ -39,6 +39,8 @@ type Server struct {
 
 	mu     sync.Mutex
 	logins map[string]*login // by cookie value
+
+	approvals *approvalWatch // the queue, for the open approvals pages
 }
 
 // login is one browser signed in with the token: its cookie's value is
@@ -47,6 +49,10 @@ type login struct {
 	csrf    string
 	created time.Time
 	flash   string // a message for the next page, shown once
+	// name is who answers an approval from this browser, in the audit
+	// line: the token is one for all, so the login is what tells
+	// browsers apart.
+	name string
 }
 
 const (
@@ -69,7 +75,7 @@ func New(cfg Config) (*Server, error) {
 	if len(cfg.Token) < 32 {
 		return nil, fmt.Errorf("the dashboard token is too short")
 	}
-	s := &Server{cfg: cfg, logins: map[string]*login{}, mux: http.NewServeMux(),
+	s := &Server{cfg: cfg, logins: map[string]*login{}, mux: http.NewServeMux(), approvals: newApprovalWatch(cfg.Client),
 		hosts: map[string]bool{
 			strings.ToLower(cfg.Addr):                   true,
 			"localhost:" + port:                         true,
@@ -88,13 +94,13 @@ func New(cfg Config) (*Server, error) {
 	s.mux.Handle("POST /sessions/{id}/{op}", s.changes(s.sessionAction))
 	s.mux.Handle("POST /all/{op}", s.changes(s.allAction))
 	s.mux.Handle("POST /logout", s.changes(s.logout))
+	s.mux.Handle("GET /approvals", s.authed(s.approvalsPage))
+	s.mux.Handle("GET /events/approvals", s.authed(s.approvalsEvents))
+	s.mux.Handle("POST /approvals/{id}/{op}", s.changes(s.approvalAction))
 	s.mux.Handle("GET /pools", s.authed(s.poolsPage))
 	s.mux.Handle("GET /metrics", s.authed(metrics.ServeHTTP))
 	s.mux.Handle("GET /static/app.js", s.authed(static("app.js", "text/javascript; charset=utf-8")))
 	s.mux.Handle("GET /static/style.css", s.authed(static("style.css", "text/css; charset=utf-8")))
-	// Pending approvals (issue 16's command rules) get their page and
-	// their approve / deny routes here once the daemon has them; until
-	// then the dashboard shows none, and says nothing of them.
 	return s, nil
 }
 
@@ -210,7 +216,7 @@ func (s *Server) signIn(w http.ResponseWriter) {
 		}
 		delete(s.logins, oldest)
 	}
-	s.logins[key] = &login{csrf: randomText(), created: time.Now()}
+	s.logins[key] = &login{csrf: randomText(), created: time.Now(), name: "dashboard login " + randomText()[:8]}
 	s.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: key, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(loginLife.Seconds())})

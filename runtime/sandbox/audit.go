@@ -63,7 +63,8 @@ type AuditRecord struct {
 	Decision string `json:"decision,omitempty"`
 	Approval string `json:"approval,omitempty"`
 	Parent   string `json:"parent,omitempty"`
-	// AnsweredBy names who answered an ask when not a uid.
+	// AnsweredBy names who answered an ask when not a uid, or for whom
+	// the uid answered (warden serve: a dashboard login).
 	AnsweredBy string `json:"answeredBy,omitempty"`
 }
 

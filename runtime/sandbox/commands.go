@@ -43,7 +43,7 @@ const MaxWaitingAsks = 32
 type Answer struct {
 	Allow    bool
 	UID      *int   // who answered (the caller's uid); nil when nobody did
-	By       string // who answered, when not a uid (a dashboard's user)
+	By       string // who answered, when not a uid, or for whom the uid did (a dashboard login)
 	Reason   string // the answerer's words, or why nobody could
 	TimedOut bool
 }
@@ -123,6 +123,8 @@ func (s *Session) decide(ctx context.Context, prog int, argv []string, cwd, pare
 		rec.Decision = "approved"
 	case ans.TimedOut:
 		rec.Decision, why = "timeout", fmt.Sprintf("no answer within %s", timeout)
+	case ans.By != "" && ans.UID != nil: // a front end's user, through its uid
+		rec.Decision, why = "denied", fmt.Sprintf("denied by %s (uid %d)", ans.By, *ans.UID)
 	case ans.UID != nil:
 		rec.Decision, why = "denied", fmt.Sprintf("denied by uid %d", *ans.UID)
 	case ans.By != "":

@@ -40,6 +40,10 @@ type Request struct {
 	// Reason is the answerer's words for approvals.approve and
 	// approvals.deny (ID is the approval's).
 	Reason string `json:"reason,omitempty"`
+	// By names who answered, for a front end that answers for its own
+	// users (warden serve: a dashboard login); the audit line has it
+	// beside the caller's uid.
+	By string `json:"by,omitempty"`
 }
 
 // CreateRequest carries what a new session needs. With exec, it makes the
@@ -164,6 +168,17 @@ type Stats struct {
 	// the sandbox to their end (those that ran, whatever their exit).
 	ExecSeconds Histogram   `json:"execSeconds"`
 	Egress      EgressStats `json:"egress"`
+	// Approvals is the pending-approvals queue; absent from daemons
+	// older than it.
+	Approvals *ApprovalStats `json:"approvals,omitempty"`
+}
+
+// ApprovalStats counts the commands a policy's commands.ask held: those
+// waiting now, and those that stopped waiting, by how (approved, denied,
+// timeout, withdrawn: their caller went away), each present.
+type ApprovalStats struct {
+	Pending  int              `json:"pending"`
+	Answered map[string]int64 `json:"answered"`
 }
 
 // SessionStats is one session's use of its cgroup and its running
