@@ -345,15 +345,9 @@ func (e *engines) ctrNS(t testing.TB, ns string, args ...string) sandboxResult {
 	return runTB(t, nil, "ctr", append([]string{"--address", e.ctrSock, "--namespace", ns}, args...)...)
 }
 
-// ctrRun is `ctr run` with warden as the runc binary.
-func (e *engines) ctrRun(t testing.TB, flags []string, id string, argv ...string) sandboxResult {
-	t.Helper()
-	return e.ctrRunBinary(t, wardenBinary, flags, id, argv...)
-}
-
-// ctrRunBinary is `ctr run` with binary (warden or a wrapper) as the runc
+// ctrRun is `ctr run` with binary (warden or a wrapper) as the runc
 // binary.
-func (e *engines) ctrRunBinary(t testing.TB, binary string, flags []string, id string, argv ...string) sandboxResult {
+func (e *engines) ctrRun(t testing.TB, binary string, flags []string, id string, argv ...string) sandboxResult {
 	t.Helper()
 	args := append([]string{"run", "--runtime", "io.containerd.runc.v2", "--runc-binary", binary, "--runc-root", e.runcRoot}, flags...)
 	args = append(append(args, busyboxRef, id), argv...)

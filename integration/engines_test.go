@@ -83,7 +83,7 @@ func TestEngines(t *testing.T) {
 func testContainerd(t *testing.T, e *engines, ec ociEngine) {
 	bin := e.wrappers[ec.name]
 	id := "ctr-" + randomHex(4)
-	r := e.ctrRunBinary(t, bin, []string{"--rm"}, id, "sh", "-c", "echo hi from ctr; cat /proc/version")
+	r := e.ctrRun(t, bin, []string{"--rm"}, id, "sh", "-c", "echo hi from ctr; cat /proc/version")
 	if r.Exit != 0 || !strings.HasPrefix(r.Stdout, "hi from ctr\n") || !strings.Contains(r.Stdout, ec.kernel) {
 		t.Fatalf("ctr run: exit %d, stdout %q, stderr %q", r.Exit, r.Stdout, r.Stderr)
 	}
@@ -93,7 +93,7 @@ func testContainerd(t *testing.T, e *engines, ec ociEngine) {
 	}
 
 	id = "ctr-" + randomHex(4)
-	if r := e.ctrRunBinary(t, bin, []string{"-d"}, id, "sleep", "300"); r.Exit != 0 {
+	if r := e.ctrRun(t, bin, []string{"-d"}, id, "sleep", "300"); r.Exit != 0 {
 		t.Fatalf("ctr run -d: %s", r.Stderr)
 	}
 	if r := e.ctr(t, "task", "exec", "--exec-id", "e1", id, "sh", "-c", "echo exec $((6*7))"); r.Exit != 0 || strings.TrimSpace(r.Stdout) != "exec 42" {
@@ -131,14 +131,14 @@ func testContainerdPolicy(t *testing.T, e *engines, ec ociEngine) {
 	// Without a policy the container runs as configured: its root is
 	// writable and memfd_create works.
 	id := "ctr-" + randomHex(4)
-	r := e.ctrRunBinary(t, bin, []string{"--rm"}, id, "sh", "-c", "echo x > /etc/x && echo wrote; probe | grep memfd_create")
+	r := e.ctrRun(t, bin, []string{"--rm"}, id, "sh", "-c", "echo x > /etc/x && echo wrote; probe | grep memfd_create")
 	if r.Exit != 0 || !strings.Contains(r.Stdout, "wrote") || !strings.Contains(r.Stdout, "memfd_create errno=0") {
 		t.Fatalf("ctr run without policy: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
 	// Chosen by annotation from the operator's directory: read-only root,
 	// warden's seccomp profile, the policy's limits.
 	id = "ctr-" + randomHex(4)
-	r = e.ctrRunBinary(t, bin, []string{"--rm", "--annotation", "dev.warden.policy=tiny"}, id, "sh", "-c",
+	r = e.ctrRun(t, bin, []string{"--rm", "--annotation", "dev.warden.policy=tiny"}, id, "sh", "-c",
 		"echo x > /etc/x && echo wrote; probe | grep memfd_create; cat /proc/self/status | grep CapEff; cat /proc/version")
 	if strings.Contains(r.Stdout, "wrote") || !strings.Contains(r.Stdout, "memfd_create errno=1") || !strings.Contains(r.Stdout, "0000000000000000") || !strings.Contains(r.Stdout, ec.kernel) {
 		t.Fatalf("ctr run with dev.warden.policy=tiny: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
@@ -146,7 +146,7 @@ func testContainerdPolicy(t *testing.T, e *engines, ec ociEngine) {
 	// A policy asking for gVisor gets it, even from a runtime whose
 	// --engine says container: a flag only strengthens.
 	id = "ctr-" + randomHex(4)
-	r = e.ctrRunBinary(t, bin, []string{"--rm", "--annotation", "dev.warden.policy=hostile"}, id, "cat", "/proc/version")
+	r = e.ctrRun(t, bin, []string{"--rm", "--annotation", "dev.warden.policy=hostile"}, id, "cat", "/proc/version")
 	if r.Exit != 0 || !strings.Contains(r.Stdout, "gvisor") {
 		t.Fatalf("ctr run with dev.warden.policy=hostile (engine gvisor) on --engine %s: exit %d, %q %q", ec.name, r.Exit, r.Stdout, r.Stderr)
 	}
@@ -162,7 +162,7 @@ func testContainerdPolicy(t *testing.T, e *engines, ec ociEngine) {
 		if !strings.HasPrefix(bad.ann, "dev.warden.policy=") {
 			flags = append(flags, "--annotation", "dev.warden.policy=tiny")
 		}
-		r = e.ctrRunBinary(t, bin, flags, id, "true")
+		r = e.ctrRun(t, bin, flags, id, "true")
 		if r.Exit == 0 || !strings.Contains(r.Stderr, bad.want) {
 			t.Errorf("ctr run --annotation %s: exit %d, want an error with %q, got %q", bad.ann, r.Exit, bad.want, r.Stderr)
 		}

@@ -253,9 +253,6 @@ func (c *gvisorContainer) command(ctx context.Context, args ...string) (*exec.Cm
 		return nil, err
 	}
 	flags := append([]string{"--root", c.o.runscRoot(), "--log", c.logPath(), "--log-format", "json"}, c.rec.Flags...)
-	if ctx == nil {
-		return exec.Command(bin, append(flags, args...)...), nil
-	}
 	return exec.CommandContext(ctx, bin, append(flags, args...)...), nil
 }
 
@@ -293,7 +290,7 @@ func (c *gvisorContainer) call(out io.Writer, args ...string) error {
 // process (run, exec without --detach) and returns that process's exit
 // status, runsc's own; signals warden gets are handed to relay.
 func (c *gvisorContainer) foreground(relay func(os.Signal), args ...string) (int, error) {
-	cmd, err := c.command(nil, args...)
+	cmd, err := c.command(context.Background(), args...)
 	if err != nil {
 		return -1, err
 	}
