@@ -27,7 +27,10 @@ type engines struct {
 	dockerSock string
 	runcRoot   string // --runc-root for ctr
 	policyDir  string
-	procs      []*exec.Cmd
+	// wrappers are ctr's --runc-binary for each engine: warden with
+	// --engine, as a containerd BinaryName wrapper runs it.
+	wrappers map[string]string
+	procs    []*exec.Cmd
 	// cgroupsBefore are the engines' container cgroups that existed
 	// before the test (another user's): not this test's leaks.
 	cgroupsBefore map[string]bool
@@ -68,6 +71,15 @@ func startEngines(t testing.TB, policyDir string) *engines {
 		e.cgroupsBefore[c] = true
 	}
 	t.Cleanup(func() { e.stop(t) })
+	e.wrappers = map[string]string{}
+	for _, engine := range []string{"container", "gvisor"} {
+		w := filepath.Join(dir, "warden-"+engine)
+		text := fmt.Sprintf("#!/bin/sh\nexec %s --engine %s \"$@\"\n", wardenBinary, engine)
+		if err := os.WriteFile(w, []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e.wrappers[engine] = w
+	}
 	e.startContainerd(t)
 	e.startDockerd(t)
 	image := buildImage(t, filepath.Join(dir, "image"))
@@ -113,7 +125,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	// how ctr (which cannot pass runtime arguments) gets warden's
 	// policy directory; the directory has no default.toml, and the
 	// unconfined half of the tests runs containers that select none.
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "WARDEN_POLICY_DIR=" + e.policyDir, "WARDEN_ALLOW_UNCONFINED=1"}
+	cmd.Env = append(runscEnv(), "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "WARDEN_POLICY_DIR="+e.policyDir, "WARDEN_ALLOW_UNCONFINED=1")
 	e.launch(t, cmd, "containerd.log", e.ctrSock)
 }
 
@@ -144,14 +156,25 @@ func (e *engines) startDockerd(t testing.TB) {
 	for _, args := range [][]string{
 		{"--allow-unconfined", "install", "docker", "--config", path},
 		{"--policy", filepath.Join(e.policyDir, "locked.toml"), "--policy-dir", e.policyDir, "install", "docker", "--config", path, "--name", "warden-locked"},
+		{"--engine", "gvisor", "--allow-unconfined", "install", "docker", "--config", path, "--name", "warden-gvisor"},
+		{"--engine", "gvisor", "--policy", filepath.Join(e.policyDir, "locked.toml"), "--policy-dir", e.policyDir, "install", "docker", "--config", path, "--name", "warden-gvisor-locked"},
 	} {
-		if r := runTB(t, nil, wardenBinary, args...); r.Exit != 0 {
+		if r := runTB(t, append(runscEnv(), "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root"), wardenBinary, args...); r.Exit != 0 {
 			t.Fatalf("warden %s: %s", strings.Join(args, " "), r.Stderr)
 		}
 	}
 	cmd := exec.Command("dockerd", "--config-file", path, "--containerd-namespace", "warden-docker", "--containerd-plugins-namespace", "warden-docker-plugins")
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
+	cmd.Env = append(runscEnv(), "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
 	e.launch(t, cmd, "dockerd.log", e.dockerSock)
+}
+
+// runscEnv passes the test's WARDEN_RUNSC (the Makefile's runsc) on to
+// warden under the engines; without it warden finds bin/tools/runsc.
+func runscEnv() []string {
+	if v := os.Getenv("WARDEN_RUNSC"); v != "" {
+		return []string{"WARDEN_RUNSC=" + v}
+	}
+	return nil
 }
 
 // launch starts an engine and waits for its socket to answer.
@@ -322,10 +345,11 @@ func (e *engines) ctrNS(t testing.TB, ns string, args ...string) sandboxResult {
 	return runTB(t, nil, "ctr", append([]string{"--address", e.ctrSock, "--namespace", ns}, args...)...)
 }
 
-// ctrRun is `ctr run` with warden as the runc binary.
-func (e *engines) ctrRun(t testing.TB, flags []string, id string, argv ...string) sandboxResult {
+// ctrRun is `ctr run` with binary (warden or a wrapper) as the runc
+// binary.
+func (e *engines) ctrRun(t testing.TB, binary string, flags []string, id string, argv ...string) sandboxResult {
 	t.Helper()
-	args := append([]string{"run", "--runtime", "io.containerd.runc.v2", "--runc-binary", wardenBinary, "--runc-root", e.runcRoot}, flags...)
+	args := append([]string{"run", "--runtime", "io.containerd.runc.v2", "--runc-binary", binary, "--runc-root", e.runcRoot}, flags...)
 	args = append(append(args, busyboxRef, id), argv...)
 	return e.ctr(t, args...)
 }

@@ -27,31 +27,73 @@ func enginePolicies(t *testing.T) (dir, grant string) {
 	}
 	write("locked", fmt.Sprintf("name = \"locked\"\n[fs]\nwrite = [%q]\nread = [%q]\n[limits]\nmemory = \"64MiB\"\npids = 32\n", grant, readable))
 	write("tiny", "name = \"tiny\"\n[limits]\nmemory = \"48MiB\"\npids = 16\n")
+	write("hostile", "name = \"hostile\"\n[sandbox]\nengine = \"gvisor\"\n")
 	return dir, grant
 }
 
-func TestEngines(t *testing.T) {
-	policyDir, grant := enginePolicies(t)
-	e := startEngines(t, policyDir)
-	t.Run("containerd", func(t *testing.T) { testContainerd(t, e) })
-	t.Run("containerd-policy", func(t *testing.T) { testContainerdPolicy(t, e) })
-	t.Run("docker", func(t *testing.T) { testDocker(t, e) })
-	t.Run("docker-policy", func(t *testing.T) { testDockerPolicy(t, e, grant) })
+// ociEngine is an isolation engine the OCI face runs the engines'
+// containers on, and what differs on it.
+type ociEngine struct {
+	name string // warden's --engine
+	// runtime and locked are dockerd's runtimes for it, without a policy
+	// and under the "locked" policy.
+	runtime, locked string
+	// stateDir is where warden keeps a container, under its --root.
+	stateDir string
+	// top is what docker top shows of a running container: its process,
+	// or under gVisor runsc's on the host (the container's own processes
+	// live in gVisor's kernel).
+	top string
+	// memory and pids are the host cgroup's limits under the "locked"
+	// policy (64MiB, 32): under gVisor they hold runsc's sentry and gofer
+	// too, and the policy's pids are held inside gVisor.
+	memory, pids string
+	// kernel is what /proc/version says inside.
+	kernel string
+	// tty is what `docker exec -it` shows of its terminal: under gVisor
+	// the terminal is runsc's host one, a terminal without a /dev/pts
+	// name or a window size (as with runsc itself).
+	tty string
+	// stopCode is docker stop's exit code for sleep as PID 1: the host's
+	// kernel keeps SIGTERM from a namespace's init that has no handler
+	// (stop waits, then kills: 137); gVisor's delivers it (143), as with
+	// runsc itself.
+	stopCode string
 }
 
-func testContainerd(t *testing.T, e *engines) {
+var ociEngines = []ociEngine{
+	{name: "container", runtime: "warden", locked: "warden-locked", stateDir: "oci", top: "sleep 300", memory: "67108864", pids: "32", kernel: "Linux version", tty: "/dev/pts/", stopCode: "137"},
+	{name: "gvisor", runtime: "warden-gvisor", locked: "warden-gvisor-locked", stateDir: "oci-gvisor/containers", top: "runsc-sandbox", memory: "117440512", pids: "288", kernel: "gvisor", tty: "is-a-tty", stopCode: "143"},
+}
+
+func TestEngines(t *testing.T) {
+	requireRunsc(t)
+	policyDir, grant := enginePolicies(t)
+	e := startEngines(t, policyDir)
+	for _, ec := range ociEngines {
+		t.Run(ec.name, func(t *testing.T) {
+			t.Run("containerd", func(t *testing.T) { testContainerd(t, e, ec) })
+			t.Run("containerd-policy", func(t *testing.T) { testContainerdPolicy(t, e, ec) })
+			t.Run("docker", func(t *testing.T) { testDocker(t, e, ec) })
+			t.Run("docker-policy", func(t *testing.T) { testDockerPolicy(t, e, ec, grant) })
+		})
+	}
+}
+
+func testContainerd(t *testing.T, e *engines, ec ociEngine) {
+	bin := e.wrappers[ec.name]
 	id := "ctr-" + randomHex(4)
-	r := e.ctrRun(t, []string{"--rm"}, id, "echo", "hi from ctr")
-	if r.Exit != 0 || strings.TrimSpace(r.Stdout) != "hi from ctr" {
+	r := e.ctrRun(t, bin, []string{"--rm"}, id, "sh", "-c", "echo hi from ctr; cat /proc/version")
+	if r.Exit != 0 || !strings.HasPrefix(r.Stdout, "hi from ctr\n") || !strings.Contains(r.Stdout, ec.kernel) {
 		t.Fatalf("ctr run: exit %d, stdout %q, stderr %q", r.Exit, r.Stdout, r.Stderr)
 	}
 	// The shim ran warden: its state root holds (held) the container.
-	if _, err := os.Stat(filepath.Join(e.runcRoot, ctrNamespace, "oci")); err != nil {
+	if _, err := os.Stat(filepath.Join(e.runcRoot, ctrNamespace, ec.stateDir)); err != nil {
 		t.Fatalf("warden's state root under --runc-root is missing: %v", err)
 	}
 
 	id = "ctr-" + randomHex(4)
-	if r := e.ctrRun(t, []string{"-d"}, id, "sleep", "300"); r.Exit != 0 {
+	if r := e.ctrRun(t, bin, []string{"-d"}, id, "sleep", "300"); r.Exit != 0 {
 		t.Fatalf("ctr run -d: %s", r.Stderr)
 	}
 	if r := e.ctr(t, "task", "exec", "--exec-id", "e1", id, "sh", "-c", "echo exec $((6*7))"); r.Exit != 0 || strings.TrimSpace(r.Stdout) != "exec 42" {
@@ -77,26 +119,36 @@ func testContainerd(t *testing.T, e *engines) {
 	if r := e.ctr(t, "container", "delete", id); r.Exit != 0 {
 		t.Fatalf("ctr container delete: %s", r.Stderr)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(e.runcRoot, ctrNamespace, "oci")); len(ents) != 0 {
-		t.Fatalf("warden state left after delete: %v", ents)
+	for _, dir := range []string{"oci", "oci-gvisor/containers"} {
+		if ents, _ := os.ReadDir(filepath.Join(e.runcRoot, ctrNamespace, dir)); len(ents) != 0 {
+			t.Fatalf("warden state left after delete in %s: %v", dir, ents)
+		}
 	}
 }
 
-func testContainerdPolicy(t *testing.T, e *engines) {
+func testContainerdPolicy(t *testing.T, e *engines, ec ociEngine) {
+	bin := e.wrappers[ec.name]
 	// Without a policy the container runs as configured: its root is
 	// writable and memfd_create works.
 	id := "ctr-" + randomHex(4)
-	r := e.ctrRun(t, []string{"--rm"}, id, "sh", "-c", "echo x > /etc/x && echo wrote; probe | grep memfd_create")
+	r := e.ctrRun(t, bin, []string{"--rm"}, id, "sh", "-c", "echo x > /etc/x && echo wrote; probe | grep memfd_create")
 	if r.Exit != 0 || !strings.Contains(r.Stdout, "wrote") || !strings.Contains(r.Stdout, "memfd_create errno=0") {
 		t.Fatalf("ctr run without policy: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
 	// Chosen by annotation from the operator's directory: read-only root,
 	// warden's seccomp profile, the policy's limits.
 	id = "ctr-" + randomHex(4)
-	r = e.ctrRun(t, []string{"--rm", "--annotation", "dev.warden.policy=tiny"}, id, "sh", "-c",
-		"echo x > /etc/x && echo wrote; probe | grep memfd_create; cat /proc/self/status | grep CapEff")
-	if strings.Contains(r.Stdout, "wrote") || !strings.Contains(r.Stdout, "memfd_create errno=1") || !strings.Contains(r.Stdout, "0000000000000000") {
+	r = e.ctrRun(t, bin, []string{"--rm", "--annotation", "dev.warden.policy=tiny"}, id, "sh", "-c",
+		"echo x > /etc/x && echo wrote; probe | grep memfd_create; cat /proc/self/status | grep CapEff; cat /proc/version")
+	if strings.Contains(r.Stdout, "wrote") || !strings.Contains(r.Stdout, "memfd_create errno=1") || !strings.Contains(r.Stdout, "0000000000000000") || !strings.Contains(r.Stdout, ec.kernel) {
 		t.Fatalf("ctr run with dev.warden.policy=tiny: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	// A policy asking for gVisor gets it, even from a runtime whose
+	// --engine says container: a flag only strengthens.
+	id = "ctr-" + randomHex(4)
+	r = e.ctrRun(t, bin, []string{"--rm", "--annotation", "dev.warden.policy=hostile"}, id, "cat", "/proc/version")
+	if r.Exit != 0 || !strings.Contains(r.Stdout, "gvisor") {
+		t.Fatalf("ctr run with dev.warden.policy=hostile (engine gvisor) on --engine %s: exit %d, %q %q", ec.name, r.Exit, r.Stdout, r.Stderr)
 	}
 	// An annotation can lower a limit, never raise it, and cannot name a
 	// file outside the directory.
@@ -110,7 +162,7 @@ func testContainerdPolicy(t *testing.T, e *engines) {
 		if !strings.HasPrefix(bad.ann, "dev.warden.policy=") {
 			flags = append(flags, "--annotation", "dev.warden.policy=tiny")
 		}
-		r = e.ctrRun(t, flags, id, "true")
+		r = e.ctrRun(t, bin, flags, id, "true")
 		if r.Exit == 0 || !strings.Contains(r.Stderr, bad.want) {
 			t.Errorf("ctr run --annotation %s: exit %d, want an error with %q, got %q", bad.ann, r.Exit, bad.want, r.Stderr)
 		}
@@ -118,26 +170,29 @@ func testContainerdPolicy(t *testing.T, e *engines) {
 	}
 }
 
-func testDocker(t *testing.T, e *engines) {
-	r := e.docker(t, "run", "--rm", "--runtime=warden", "busybox", "echo", "hi")
-	if r.Exit != 0 || strings.TrimSpace(r.Stdout) != "hi" {
+func testDocker(t *testing.T, e *engines, ec ociEngine) {
+	r := e.docker(t, "run", "--rm", "--runtime="+ec.runtime, "busybox", "sh", "-c", "echo hi; cat /proc/version")
+	if r.Exit != 0 || !strings.HasPrefix(r.Stdout, "hi\n") || !strings.Contains(r.Stdout, ec.kernel) {
 		t.Fatalf("docker run --rm: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
 	name := "d-" + randomHex(4)
-	if r := e.docker(t, "run", "-d", "--runtime=warden", "--name", name, "busybox", "sleep", "300"); r.Exit != 0 {
+	if r := e.docker(t, "run", "-d", "--runtime="+ec.runtime, "--name", name, "busybox", "sh", "-c", "echo logged; exec sleep 300"); r.Exit != 0 {
 		t.Fatalf("docker run -d: %s", r.Stderr)
+	}
+	if logs := e.docker(t, "logs", name); logs.Exit != 0 || logs.Stdout != "logged\n" {
+		t.Fatalf("docker logs: exit %d, %q %q", logs.Exit, logs.Stdout, logs.Stderr)
 	}
 	if r := e.docker(t, "exec", name, "sh", "-c", "echo exec $((6*7))"); r.Exit != 0 || strings.TrimSpace(r.Stdout) != "exec 42" {
 		t.Fatalf("docker exec: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
 	// docker exec -it needs a terminal on our side: script(1) gives one.
-	cmd := fmt.Sprintf("/usr/bin/docker -H unix://%s exec -it %s sh -c 'tty; echo cols $(stty size)'", e.dockerSock, name)
+	cmd := fmt.Sprintf("/usr/bin/docker -H unix://%s exec -it %s sh -c 'tty; [ -t 0 ] && [ -t 1 ] && echo is-a-tty; echo cols $(stty size)'", e.dockerSock, name)
 	tty := run(t, []string{"PATH=/usr/bin:/bin", "HOME=" + e.dir, "DOCKER_CONFIG=" + filepath.Join(e.dir, "docker-client"), "TERM=dumb"},
 		"script", "-qec", cmd, "/dev/null")
-	if tty.Exit != 0 || !strings.Contains(tty.Stdout, "/dev/pts/") {
+	if tty.Exit != 0 || !strings.Contains(tty.Stdout, ec.tty) || !strings.Contains(tty.Stdout, "is-a-tty") {
 		t.Fatalf("docker exec -it: exit %d, %q %q", tty.Exit, tty.Stdout, tty.Stderr)
 	}
-	if top := e.docker(t, "top", name); top.Exit != 0 || !strings.Contains(top.Stdout, "sleep 300") {
+	if top := e.docker(t, "top", name); top.Exit != 0 || !strings.Contains(top.Stdout, ec.top) {
 		t.Fatalf("docker top: %q %q", top.Stdout, top.Stderr)
 	}
 	if r := e.docker(t, "pause", name); r.Exit != 0 {
@@ -160,12 +215,13 @@ func testDocker(t *testing.T, e *engines) {
 	if r := e.docker(t, "stop", "-t", "1", name); r.Exit != 0 {
 		t.Fatalf("docker stop: %s", r.Stderr)
 	}
-	// sleep as PID 1 ignores SIGTERM: the stop must have waited, then killed.
-	if took := time.Since(start); took < time.Second {
+	// On the host's kernel sleep as PID 1 ignores SIGTERM: the stop must
+	// have waited, then killed.
+	if took := time.Since(start); ec.stopCode == "137" && took < time.Second {
 		t.Fatalf("docker stop returned after %s: SIGTERM should not have stopped sleep as PID 1", took)
 	}
-	if code := e.dockerQuiet(t, "inspect", "-f", "{{.State.ExitCode}}", name); code != "137" {
-		t.Fatalf("after docker stop: exit code %s, want 137 (SIGKILL)", code)
+	if code := e.dockerQuiet(t, "inspect", "-f", "{{.State.ExitCode}}", name); code != ec.stopCode {
+		t.Fatalf("after docker stop: exit code %s, want %s", code, ec.stopCode)
 	}
 	if r := e.docker(t, "start", name); r.Exit != 0 {
 		t.Fatalf("docker start: %s", r.Stderr)
@@ -187,11 +243,12 @@ func readCgroup(t *testing.T, controller, path, file string) string {
 	return strings.TrimSpace(string(data))
 }
 
-func testDockerPolicy(t *testing.T, e *engines, grant string) {
+func testDockerPolicy(t *testing.T, e *engines, ec ociEngine, grant string) {
 	other := filepath.Join(e.policyDir, "readable")
+	os.Remove(filepath.Join(grant, "f"))
 	// Under the runtime configured with the "locked" policy: the granted
 	// folder is writable, the rest (root, an ungranted bind) is not.
-	r := e.docker(t, "run", "--rm", "--runtime=warden-locked", "-v", grant+":/work", "-v", other+":/other", "busybox", "sh", "-c",
+	r := e.docker(t, "run", "--rm", "--runtime="+ec.locked, "-v", grant+":/work", "-v", other+":/other", "busybox", "sh", "-c",
 		"echo ok > /work/f && echo granted; echo no > /other/f || echo other-refused; echo no > /etc/f || echo root-refused")
 	if r.Exit != 0 || !strings.Contains(r.Stdout, "granted") || !strings.Contains(r.Stdout, "other-refused") || !strings.Contains(r.Stdout, "root-refused") {
 		t.Fatalf("docker run under locked: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
@@ -203,14 +260,14 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 		t.Fatal("a write into an ungranted bind reached the host")
 	}
 	// docker run --init binds the host's docker-init, read-only.
-	if r := e.docker(t, "run", "--rm", "--init", "--runtime=warden-locked", "busybox", "sh", "-c", "cat /proc/1/comm; echo x > /sbin/docker-init || echo init-read-only"); r.Exit != 0 || !strings.HasPrefix(r.Stdout, "docker-init\n") || !strings.Contains(r.Stdout, "init-read-only") {
+	if r := e.docker(t, "run", "--rm", "--init", "--runtime="+ec.locked, "busybox", "sh", "-c", "cat /proc/1/comm; echo x > /sbin/docker-init || echo init-read-only"); r.Exit != 0 || !strings.HasPrefix(r.Stdout, "docker-init\n") || !strings.Contains(r.Stdout, "init-read-only") {
 		t.Fatalf("docker run --init under locked: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
 	// Host paths the policy does not grant cannot be bound at all, even
 	// read-only: the host's / (its /proc, /etc/shadow, cgroups beneath)
 	// and dockerd's own socket.
 	for _, v := range []string{"/:/host", e.dockerSock + ":/docker.sock"} {
-		r := e.docker(t, "run", "--rm", "--runtime=warden-locked", "-v", v, "busybox", "sh", "-c",
+		r := e.docker(t, "run", "--rm", "--runtime="+ec.locked, "-v", v, "busybox", "sh", "-c",
 			"P=$(cat /host/proc/sys/kernel/core_pattern) && echo \"$P\" > /host/proc/sys/kernel/core_pattern && echo HOST-WRITABLE; head -c1 /host/etc/shadow && echo SHADOW-READABLE")
 		if r.Exit == 0 || strings.Contains(r.Stdout, "WRITABLE") || strings.Contains(r.Stdout, "READABLE") || !strings.Contains(r.Stderr, "grants no access") {
 			t.Fatalf("docker run -v %s under locked: exit %d, %q %q", v, r.Exit, r.Stdout, r.Stderr)
@@ -220,7 +277,7 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 	// and gives docker's default capabilities; the policy takes both away,
 	// even a capability the container asks for.
 	ref := e.docker(t, "run", "--rm", "--runtime=runc-ref", "--cap-add", "SYS_ADMIN", "busybox", "sh", "-c", "probe | grep memfd_create; grep CapEff /proc/self/status")
-	locked := e.docker(t, "run", "--rm", "--runtime=warden-locked", "--cap-add", "SYS_ADMIN", "busybox", "sh", "-c", "probe | grep memfd_create; grep CapEff /proc/self/status")
+	locked := e.docker(t, "run", "--rm", "--runtime="+ec.locked, "--cap-add", "SYS_ADMIN", "busybox", "sh", "-c", "probe | grep memfd_create; grep CapEff /proc/self/status")
 	if !strings.Contains(ref.Stdout, "memfd_create errno=0") || strings.Contains(ref.Stdout, "0000000000000000") {
 		t.Fatalf("reference runtime: %q %q", ref.Stdout, ref.Stderr)
 	}
@@ -229,12 +286,51 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 	}
 	// --privileged asks for everything; the policy still gives nothing:
 	// no capabilities, no host devices, a read-only /sys, masked /proc.
-	priv := e.docker(t, "run", "--rm", "--privileged", "--runtime=warden-locked", "busybox", "sh", "-c",
+	priv := e.docker(t, "run", "--rm", "--privileged", "--runtime="+ec.locked, "busybox", "sh", "-c",
 		"grep CapEff /proc/self/status; ls /dev; echo 1 > /sys/kernel/mm/ksm/run || echo sys-refused; cat /proc/kcore | head -c1 | wc -c")
 	if priv.Exit != 0 || !strings.Contains(priv.Stdout, "CapEff:\t0000000000000000") || !strings.Contains(priv.Stdout, "sys-refused") ||
 		strings.Contains(priv.Stdout, "vda") || strings.Contains(priv.Stdout, "sda") || strings.Contains(priv.Stdout, "kmsg") ||
 		!strings.HasSuffix(strings.TrimSpace(priv.Stdout), "\n0") {
 		t.Fatalf("docker run --privileged under a policy: exit %d, %q %q", priv.Exit, priv.Stdout, priv.Stderr)
+	}
+	// Limits: the policy's memory limit holds against docker update.
+	name := "d-" + randomHex(4)
+	if r := e.docker(t, "run", "-d", "--runtime="+ec.locked, "--memory", "1g", "--name", name, "busybox", "sleep", "300"); r.Exit != 0 {
+		t.Fatalf("docker run -d under locked: %s", r.Stderr)
+	}
+	full := e.dockerQuiet(t, "inspect", "-f", "{{.Id}}", name)
+	if got := readCgroup(t, "memory", "docker/"+full, "memory.limit_in_bytes"); got != ec.memory {
+		t.Fatalf("docker run --memory 1g under a 64MiB policy: limit %s, want %s", got, ec.memory)
+	}
+	if r := e.docker(t, "update", "--memory", "512m", "--memory-swap", "512m", name); r.Exit != 0 {
+		t.Fatalf("docker update: %s", r.Stderr)
+	}
+	if got := readCgroup(t, "memory", "docker/"+full, "memory.limit_in_bytes"); got != ec.memory {
+		t.Fatalf("docker update --memory 512m raised the limit above the policy: %s, want %s", got, ec.memory)
+	}
+	if got := readCgroup(t, "pids", "docker/"+full, "pids.max"); got != ec.pids {
+		t.Fatalf("pids.max %s, want %s for the policy's 32", got, ec.pids)
+	}
+	// docker exec --privileged asks for every capability for one process.
+	if r := e.docker(t, "exec", "--privileged", name, "grep", "CapEff", "/proc/self/status"); r.Exit != 0 || !strings.Contains(r.Stdout, "0000000000000000") {
+		t.Fatalf("docker exec --privileged under a policy: %q %q", r.Stdout, r.Stderr)
+	}
+	// The policy's 32 processes hold inside: a shell cannot start 40.
+	if r := e.docker(t, "exec", name, "sh", "-c", "i=0; while [ $i -lt 40 ]; do sleep 30 & i=$((i+1)); done; echo forked"); r.Exit == 0 || strings.Contains(r.Stdout, "forked") || !strings.Contains(r.Stderr, "can't fork") {
+		t.Fatalf("40 processes under a 32-process policy: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	e.docker(t, "rm", "-f", name)
+	if ec.name != "container" {
+		// What follows joins other containers' namespaces by path and
+		// strips the engine's interfaces: the container engine's ways.
+		// Under gVisor a policy without network runs runsc with
+		// --network=none (loopback only), and a namespace of a runsc
+		// container is not one warden finds to join.
+		return
+	}
+	name = "d-" + randomHex(4)
+	if r := e.docker(t, "run", "-d", "--runtime="+ec.locked, "--name", name, "busybox", "sleep", "300"); r.Exit != 0 {
+		t.Fatalf("docker run -d under locked: %s", r.Stderr)
 	}
 	// Network: docker's libnetwork puts an interface into the container
 	// from a prestart hook; a policy without network leaves loopback only.
@@ -243,49 +339,27 @@ func testDockerPolicy(t *testing.T, e *engines, grant string) {
 		t.Fatalf("docker network create: %s", r.Stderr)
 	}
 	defer e.docker(t, "network", "rm", net)
-	open := e.docker(t, "run", "--rm", "--runtime=warden", "--network", net, "busybox", "sh", "-c", "ls /sys/class/net")
-	closed := e.docker(t, "run", "--rm", "--runtime=warden-locked", "--network", net, "busybox", "sh", "-c", "ls /sys/class/net; ip -o addr")
+	open := e.docker(t, "run", "--rm", "--runtime="+ec.runtime, "--network", net, "busybox", "sh", "-c", "ls /sys/class/net")
+	closed := e.docker(t, "run", "--rm", "--runtime="+ec.locked, "--network", net, "busybox", "sh", "-c", "ls /sys/class/net; ip -o addr")
 	if open.Exit != 0 || !strings.Contains(open.Stdout, "eth0") {
 		t.Fatalf("without a policy the container should have docker's eth0: %q %q", open.Stdout, open.Stderr)
 	}
 	if closed.Exit != 0 || strings.Contains(closed.Stdout, "eth0") || !strings.Contains(closed.Stdout, "lo") {
 		t.Fatalf("under a policy without network: %q %q", closed.Stdout, closed.Stderr)
 	}
-	// Limits: the policy's memory limit holds against docker update.
-	name := "d-" + randomHex(4)
-	if r := e.docker(t, "run", "-d", "--runtime=warden-locked", "--memory", "1g", "--name", name, "busybox", "sleep", "300"); r.Exit != 0 {
-		t.Fatalf("docker run -d under locked: %s", r.Stderr)
-	}
-	full := e.dockerQuiet(t, "inspect", "-f", "{{.Id}}", name)
-	if got := readCgroup(t, "memory", "docker/"+full, "memory.limit_in_bytes"); got != "67108864" {
-		t.Fatalf("docker run --memory 1g under a 64MiB policy: limit %s", got)
-	}
-	if r := e.docker(t, "update", "--memory", "512m", "--memory-swap", "512m", name); r.Exit != 0 {
-		t.Fatalf("docker update: %s", r.Stderr)
-	}
-	if got := readCgroup(t, "memory", "docker/"+full, "memory.limit_in_bytes"); got != "67108864" {
-		t.Fatalf("docker update --memory 512m raised the limit above the policy: %s", got)
-	}
-	if got := readCgroup(t, "pids", "docker/"+full, "pids.max"); got != "32" {
-		t.Fatalf("pids.max %s, want the policy's 32", got)
-	}
-	// docker exec --privileged asks for every capability for one process.
-	if r := e.docker(t, "exec", "--privileged", name, "grep", "CapEff", "/proc/self/status"); r.Exit != 0 || !strings.Contains(r.Stdout, "0000000000000000") {
-		t.Fatalf("docker exec --privileged under a policy: %q %q", r.Stdout, r.Stderr)
-	}
 	// --network and --pid container:X join the namespaces of a container
 	// of the same runtime root: allowed under a policy.
-	if r := e.docker(t, "run", "--rm", "--runtime=warden-locked", "--network", "container:"+name, "--pid", "container:"+name, "busybox", "sh", "-c", "cat /proc/1/comm; ls /sys/class/net"); r.Exit != 0 || r.Stdout != "sleep\nlo\n" {
+	if r := e.docker(t, "run", "--rm", "--runtime="+ec.locked, "--network", "container:"+name, "--pid", "container:"+name, "busybox", "sh", "-c", "cat /proc/1/comm; ls /sys/class/net"); r.Exit != 0 || r.Stdout != "sleep\nlo\n" {
 		t.Fatalf("docker run --network/--pid container:X under a policy: exit %d %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
 	// --ipc container:Y joins Y's IPC namespace and binds Y's /dev/shm
 	// (read-only, like every engine file under a policy).
 	ipcName := "wipc-" + randomHex(3)
-	if r := e.docker(t, "run", "-d", "--name", ipcName, "--ipc", "shareable", "--runtime=warden-locked", "busybox", "sleep", "300"); r.Exit != 0 {
+	if r := e.docker(t, "run", "-d", "--name", ipcName, "--ipc", "shareable", "--runtime="+ec.locked, "busybox", "sleep", "300"); r.Exit != 0 {
 		t.Fatalf("docker run --ipc shareable: %s", r.Stderr)
 	}
 	defer e.docker(t, "rm", "-f", ipcName)
-	if r := e.docker(t, "run", "--rm", "--runtime=warden-locked", "--ipc", "container:"+ipcName, "busybox", "sh", "-c", "test -d /dev/shm && echo ok"); r.Exit != 0 || r.Stdout != "ok\n" {
+	if r := e.docker(t, "run", "--rm", "--runtime="+ec.locked, "--ipc", "container:"+ipcName, "busybox", "sh", "-c", "test -d /dev/shm && echo ok"); r.Exit != 0 || r.Stdout != "ok\n" {
 		t.Fatalf("docker run --ipc container:Y under a policy: exit %d %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
 	e.docker(t, "rm", "-f", name)

@@ -141,3 +141,47 @@ func TestInstallBaseline(t *testing.T) {
 		t.Errorf("--policy: runtimeArgs %q", args)
 	}
 }
+
+// TestInstallEngine: install docker --engine gvisor passes the engine on
+// as a runtime argument; containerd, which passes a runtime no arguments,
+// refuses it in one line saying what to use instead; an unknown engine is
+// refused before anything is written.
+func TestInstallEngine(t *testing.T) {
+	requireRunsc(t)
+	dir := tempDir(t)
+	daemonJSON := filepath.Join(dir, "daemon.json")
+	env := append(runscEnv(), "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+	res := runWarden(t, env, "--engine", "gvisor", "--allow-unconfined", "install", "docker", "--config", daemonJSON, "--name", "warden-gvisor")
+	if res.Exit != 0 {
+		t.Fatalf("install docker --engine gvisor: exit %d, %s", res.Exit, res.Stderr)
+	}
+	var cfg struct {
+		Runtimes map[string]struct {
+			Path string   `json:"path"`
+			Args []string `json:"runtimeArgs"`
+		} `json:"runtimes"`
+	}
+	data, _ := os.ReadFile(daemonJSON)
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Join(cfg.Runtimes["warden-gvisor"].Args, " "); !strings.Contains(args, "--engine gvisor") {
+		t.Fatalf("runtimeArgs %q lack --engine gvisor:\n%s", args, data)
+	}
+	ctrConfig := filepath.Join(dir, "config.toml")
+	res = runWarden(t, env, "--engine", "gvisor", "--allow-unconfined", "install", "containerd", "--config", ctrConfig)
+	if res.Exit != 125 || !strings.Contains(res.Stderr, "containerd passes a runtime no arguments") || strings.Count(strings.TrimSpace(res.Stderr), "\n") != 0 {
+		t.Fatalf("install containerd --engine gvisor: exit %d, %q", res.Exit, res.Stderr)
+	}
+	if _, err := os.Stat(ctrConfig); err == nil {
+		t.Fatal("the refused install wrote containerd's config")
+	}
+	before, _ := os.ReadFile(daemonJSON)
+	res = runWarden(t, env, "--engine", "kvm", "--allow-unconfined", "install", "docker", "--config", daemonJSON)
+	if res.Exit != 125 || !strings.Contains(res.Stderr, `--engine: unknown engine "kvm"`) {
+		t.Fatalf("--engine kvm: exit %d, %q", res.Exit, res.Stderr)
+	}
+	if after, _ := os.ReadFile(daemonJSON); !bytes.Equal(before, after) {
+		t.Fatal("--engine kvm changed daemon.json")
+	}
+}

@@ -122,6 +122,8 @@ func loadSandboxPolicy(cliContext *cli.Context, files []string) (*policies.Polic
 		}
 		p = p.WithEngine(e)
 	}
+	// warden's global --engine (or WARDEN_ENGINE) strengthens it too.
+	p = p.WithEngine(ociGlobals.engine)
 	vars := policies.Vars{SkillDir: filepath.Dir(files[0])}
 	if err := folderFlags(cliContext, &vars); err != nil {
 		return nil, policies.Vars{}, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/oci"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 var installFlags = []cli.Flag{
@@ -40,6 +41,9 @@ var installCommand = &cli.Command{
 			Action: func(cliContext *cli.Context) error {
 				// --allow-unconfined only says "no baseline": containerd
 				// passes a runtime no arguments.
+				if ociGlobals.engine.Or() != policies.EngineContainer {
+					return errors.New("install containerd: containerd passes a runtime no arguments, so --engine cannot reach warden; choose gVisor with [sandbox] engine = \"gvisor\" in the policies of " + defaultPolicyDir + ", with WARDEN_ENGINE=gvisor in containerd's environment, or with a BinaryName wrapper running `warden --engine gvisor` (docs/kubernetes.md)")
+				}
 				if ociGlobals.policy != "" || ociGlobals.policyDir != "" || len(ociGlobals.capAllow) > 0 || len(ociGlobals.bindAllow) > 0 || len(ociGlobals.hookAllow) > 0 {
 					return errors.New("install containerd: containerd passes a runtime no arguments; put policies in " + defaultPolicyDir + " (or set WARDEN_POLICY_DIR in containerd's environment) instead of --policy or --policy-dir, and WARDEN_CAP_ALLOW, WARDEN_BIND_ALLOW or WARDEN_HOOK_ALLOW in its environment instead of the flags")
 				}
@@ -102,6 +106,13 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, oc
 	}
 	if ociGlobals.allowUnconfined {
 		e.Args = append(e.Args, "--allow-unconfined")
+	}
+	if en := ociGlobals.engine.Or(); en != policies.EngineContainer {
+		// The engine would otherwise accept it and fail every container.
+		if _, err := sandbox.FindRunsc(binary); err != nil {
+			return fmt.Errorf("install: --engine %s: %w", en, err)
+		}
+		e.Args = append(e.Args, "--engine", string(en))
 	}
 	for _, h := range ociGlobals.hookAllow {
 		e.Args = append(e.Args, "--hook-allow", h)

@@ -25,6 +25,7 @@ var ociGlobalFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "allow-unconfined", Usage: "OCI face: with a policy directory, a container that selects no policy and finds no default.toml there runs as configured (without: it is refused)", EnvVars: []string{"WARDEN_ALLOW_UNCONFINED"}},
 	&cli.StringSliceFlag{Name: "hook-allow", Usage: "OCI face: a host program `PATH` a container's hooks may run under a policy (docker's own libnetwork-setkey is always allowed); other hooks refuse the container; without the flag: $WARDEN_HOOK_ALLOW, comma-separated"},
 	&cli.StringSliceFlag{Name: "bind-allow", Usage: "OCI face: a host path `PATTERN` (filepath.Match) containers under a policy may bind read-only though the policy does not grant it; without the flag: $WARDEN_BIND_ALLOW, comma-separated"},
+	&cli.StringFlag{Name: "engine", Usage: "run containers (and sessions) under at least `ENGINE`: container (the default) or gvisor (runsc); a policy's stronger [sandbox] engine wins", EnvVars: []string{"WARDEN_ENGINE"}},
 	&cli.StringSliceFlag{Name: "cap-allow", Usage: "OCI face: a capability (CAP_CHOWN) containers under a policy may keep; default none; without the flag: $WARDEN_CAP_ALLOW, comma-separated"},
 }
 
@@ -60,6 +61,7 @@ var ociGlobals struct {
 	policy, policyDir              string
 	capAllow, bindAllow, hookAllow []string
 	allowUnconfined                bool
+	engine                         policies.Engine
 }
 
 // setupLogging configures logrus from the global flags, once, before any
@@ -71,6 +73,13 @@ func setupLogging(cliContext *cli.Context) error {
 	ociGlobals.bindAllow = listFlag(cliContext, "bind-allow", "WARDEN_BIND_ALLOW")
 	ociGlobals.hookAllow = listFlag(cliContext, "hook-allow", "WARDEN_HOOK_ALLOW")
 	ociGlobals.allowUnconfined = cliContext.Bool("allow-unconfined")
+	if name := cliContext.String("engine"); name != "" {
+		e, err := policies.ParseEngine(name)
+		if err != nil {
+			return fmt.Errorf("--engine: %w", err)
+		}
+		ociGlobals.engine = e
+	}
 	logrus.SetOutput(cliContext.App.ErrWriter)
 	if cliContext.Bool("debug") {
 		logrus.SetLevel(logrus.DebugLevel)
@@ -111,7 +120,7 @@ func logError(err error) {
 
 // ociRuntime builds the OCI face from the global flags.
 func ociRuntime(cliContext *cli.Context) (*oci.Runtime, error) {
-	o := &oci.Runtime{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow, BindAllow: ociGlobals.bindAllow, HookAllow: ociGlobals.hookAllow, AllowUnconfined: ociGlobals.allowUnconfined}
+	o := &oci.Runtime{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow, BindAllow: ociGlobals.bindAllow, HookAllow: ociGlobals.hookAllow, AllowUnconfined: ociGlobals.allowUnconfined, Engine: ociGlobals.engine}
 	if !filepath.IsAbs(o.Root) {
 		abs, err := filepath.Abs(o.Root)
 		if err != nil {

@@ -86,9 +86,27 @@ func (o *Runtime) Create(opts CreateOptions, run bool) (int, error) {
 		s.Root.Path = filepath.Join(bundle, s.Root.Path)
 	}
 	absoluteBindSources(s, bundle)
-	rec, err := o.tighten(opts.ID, bundle, s)
+	p, file, err := o.choosePolicy(s)
 	if err != nil {
 		return -1, err
+	}
+	gvisor := o.engineFor(p) == policies.EngineGVisor
+	if gvisor && s.Linux != nil && s.Linux.CgroupsPath == "" {
+		// Where runsc puts it; named so the policy's checks see it.
+		s.Linux.CgroupsPath = "/" + opts.ID
+	}
+	rec, err := o.tighten(opts.ID, bundle, s, p, file)
+	if err != nil {
+		return -1, err
+	}
+	if gvisor {
+		if s.Linux == nil {
+			s.Linux = &specs.Linux{CgroupsPath: "/" + opts.ID}
+		}
+		return o.createGVisor(opts, run, bundle, s, rec)
+	}
+	if _, err := os.Stat(o.gvisorDir(opts.ID)); err == nil {
+		return -1, fmt.Errorf("container %s already exists", opts.ID)
 	}
 	// specconv resolves relative paths (hooks, rootfs) against the
 	// working directory, as runc runs from the bundle.
@@ -149,8 +167,24 @@ func (o *Runtime) Create(opts CreateOptions, run bool) (int, error) {
 	return status, err
 }
 
+// engineFor is the engine a container under policy p (nil: none) runs
+// on: the stronger of the runtime's and the policy's.
+func (o *Runtime) engineFor(p *policies.Policy) policies.Engine {
+	e := o.Engine
+	if p != nil {
+		e = policies.Strongest(e, p.Sandbox.Engine)
+	}
+	return e.Or()
+}
+
 // Start runs a created container's process.
 func (o *Runtime) Start(id string) error {
+	if g, ok, err := o.loadGVisor(id); ok {
+		if err != nil {
+			return err
+		}
+		return g.start()
+	}
 	c, err := o.Load(id)
 	if err != nil {
 		return err

@@ -25,6 +25,16 @@ type ExecOptions struct {
 // BundleProcess is the process of the container's config.json, the base
 // of an inline exec (`exec ID CMD...`).
 func (o *Runtime) BundleProcess(id string) (*specs.Process, error) {
+	if g, ok, err := o.loadGVisor(id); ok {
+		if err != nil {
+			return nil, err
+		}
+		s, err := LoadBundleSpec(g.rec.Bundle)
+		if err != nil {
+			return nil, err
+		}
+		return s.Process, nil
+	}
 	c, err := o.Load(id)
 	if err != nil {
 		return nil, err
@@ -43,6 +53,19 @@ func (o *Runtime) BundleProcess(id string) (*specs.Process, error) {
 // Exec runs a new process in a running container and returns its exit
 // status (0 when detached).
 func (o *Runtime) Exec(id string, opts ExecOptions) (int, error) {
+	p := opts.Process
+	if p == nil || len(p.Args) == 0 {
+		return -1, errors.New("exec: the process has no args")
+	}
+	if p.Cwd == "" || !filepath.IsAbs(p.Cwd) {
+		return -1, fmt.Errorf("exec: cwd %q must be an absolute path", p.Cwd)
+	}
+	if g, ok, err := o.loadGVisor(id); ok {
+		if err != nil {
+			return -1, err
+		}
+		return g.exec(p, opts)
+	}
 	c, err := o.Load(id)
 	if err != nil {
 		return -1, err
@@ -56,13 +79,6 @@ func (o *Runtime) Exec(id string, opts ExecOptions) (int, error) {
 	}
 	if st == libcontainer.Paused {
 		return -1, fmt.Errorf("cannot exec in a paused container %s; resume it first", id)
-	}
-	p := opts.Process
-	if p == nil || len(p.Args) == 0 {
-		return -1, errors.New("exec: the process has no args")
-	}
-	if p.Cwd == "" || !filepath.IsAbs(p.Cwd) {
-		return -1, fmt.Errorf("exec: cwd %q must be an absolute path", p.Cwd)
 	}
 	rec, err := readRecord(c, o.stateDir())
 	if err != nil {

@@ -3,6 +3,7 @@ package oci
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,6 +37,12 @@ func ParseSignal(s string) (unix.Signal, error) {
 // Kill sends a signal to a container's init, or with all to each of its
 // processes.
 func (o *Runtime) Kill(id string, sig unix.Signal, all bool) error {
+	if g, ok, err := o.loadGVisor(id); ok {
+		if err != nil {
+			return err
+		}
+		return g.kill(sig, all)
+	}
 	c, err := o.Load(id)
 	if err != nil {
 		return err
@@ -66,6 +73,15 @@ func (o *Runtime) Kill(id string, sig unix.Signal, all bool) error {
 func (o *Runtime) Delete(id string, force bool) error {
 	if err := checkContainerID(id); err != nil {
 		return err
+	}
+	if g, ok, err := o.loadGVisor(id); ok {
+		if err != nil {
+			if force { // a record cut short: the folder is warden's
+				return os.RemoveAll(o.gvisorDir(id))
+			}
+			return err
+		}
+		return g.delete(force)
 	}
 	c, err := libcontainer.Load(o.stateDir(), id)
 	if err != nil {
@@ -101,6 +117,12 @@ func (o *Runtime) Delete(id string, force bool) error {
 
 // Pause freezes a container.
 func (o *Runtime) Pause(id string) error {
+	if g, ok, err := o.loadGVisor(id); ok {
+		if err != nil {
+			return err
+		}
+		return g.call(io.Discard, "pause", id)
+	}
 	c, err := o.Load(id)
 	if err != nil {
 		return err
@@ -110,6 +132,12 @@ func (o *Runtime) Pause(id string) error {
 
 // Resume thaws a paused container.
 func (o *Runtime) Resume(id string) error {
+	if g, ok, err := o.loadGVisor(id); ok {
+		if err != nil {
+			return err
+		}
+		return g.call(io.Discard, "resume", id)
+	}
 	c, err := o.Load(id)
 	if err != nil {
 		return err

@@ -77,8 +77,12 @@ func (o *Runtime) isContainer(id string) bool {
 	if checkContainerID(id) != nil {
 		return false
 	}
-	fi, err := os.Stat(filepath.Join(o.stateDir(), id))
-	return err == nil && fi.IsDir()
+	for _, dir := range []string{filepath.Join(o.stateDir(), id), o.gvisorDir(id)} {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 // joinsNetwork reports whether s joins a network namespace by path whose

@@ -85,11 +85,11 @@ func (o *Runtime) choosePolicy(s *specs.Spec) (*policies.Policy, string, error) 
 	return p, file, nil
 }
 
-// tighten applies the container's policy to its spec.
-func (o *Runtime) tighten(id, bundle string, s *specs.Spec) (*policyRecord, error) {
-	p, file, err := o.choosePolicy(s)
-	if err != nil || p == nil {
-		return nil, err
+// tighten applies the container's policy p (from file; nil: none) to
+// its spec.
+func (o *Runtime) tighten(id, bundle string, s *specs.Spec, p *policies.Policy, file string) (*policyRecord, error) {
+	if p == nil {
+		return nil, nil
 	}
 	if err := checkNewCgroup(id, s, p.Name); err != nil {
 		return nil, err

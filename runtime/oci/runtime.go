@@ -39,6 +39,9 @@ type Runtime struct {
 	// BindAllow are host path patterns (filepath.Match) a container under
 	// a policy may bind read-only though its policy does not grant them.
 	BindAllow []string
+	// Engine is the isolation every container gets at least; a policy
+	// asking for a stronger one gets that (policies.Strongest).
+	Engine policies.Engine
 }
 
 // checkContainerID accepts what runc accepts (every id an engine makes)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -26,6 +27,12 @@ type ContainerState struct {
 
 // State returns a container's state.
 func (o *Runtime) State(id string) (*ContainerState, error) {
+	if g, ok, err := o.loadGVisor(id); ok {
+		if err != nil {
+			return nil, err
+		}
+		return g.state()
+	}
 	c, err := o.Load(id)
 	if err != nil {
 		return nil, err
@@ -60,9 +67,7 @@ func (o *Runtime) state(c *libcontainer.Container) (*ContainerState, error) {
 // List returns every container under the root.
 func (o *Runtime) List() ([]*ContainerState, error) {
 	entries, err := os.ReadDir(o.stateDir())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	var out []*ContainerState
@@ -78,11 +83,25 @@ func (o *Runtime) List() ([]*ContainerState, error) {
 			out = append(out, s)
 		}
 	}
+	gv, _ := os.ReadDir(filepath.Dir(o.gvisorDir("x")))
+	for _, e := range gv {
+		if g, ok, err := o.loadGVisor(e.Name()); ok && err == nil {
+			if s, err := g.state(); err == nil {
+				out = append(out, s)
+			}
+		}
+	}
 	return out, nil
 }
 
 // Processes lists the host pids of a container's processes.
 func (o *Runtime) Processes(id string) ([]int, error) {
+	if g, ok, err := o.loadGVisor(id); ok {
+		if err != nil {
+			return nil, err
+		}
+		return g.processes()
+	}
 	c, err := o.Load(id)
 	if err != nil {
 		return nil, err

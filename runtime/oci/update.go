@@ -10,6 +10,12 @@ import (
 // Update changes a container's resources. Under a policy no limit can go
 // above the policy's (the values are lowered to it).
 func (o *Runtime) Update(id string, r *specs.LinuxResources) error {
+	if g, ok, err := o.loadGVisor(id); ok {
+		if err != nil {
+			return err
+		}
+		return g.update(r)
+	}
 	c, err := o.Load(id)
 	if err != nil {
 		return err

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
-	"github.com/opencontainers/cgroups"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -59,20 +58,11 @@ func (e *gvisorEngine) globalArgs() []string {
 		"--network=none",
 		"--host-uds=create",
 		"--overlay2=none",
-		"--sidecar-usage-policy=LEGACY_DEPRECATED_SLOW_EMBEDDED_FALLBACK",
+		RunscSidecarFlag,
 	}
 }
 
 func (e *gvisorEngine) stateDir() string { return e.rt.runscDir() }
-
-// gvisorPidsOverhead is what runsc's own threads and processes take of a
-// sandbox's pids limit on the host, on top of the policy's.
-const gvisorPidsOverhead = 256
-
-// gvisorMemoryOverhead is what runsc's sentry and gofer hold of a
-// sandbox's memory limit on the host (about 25 MiB idle), on top of the
-// policy's.
-const gvisorMemoryOverhead = 48 << 20
 
 // gvisorAgentDir is where the agent binds its socket, in the sandbox.
 const gvisorAgentDir = "/.warden/agent"
@@ -81,23 +71,8 @@ const gvisorAgentDir = "/.warden/agent"
 // cold starts was seen to hang spinning a CPU.
 const gvisorStartTimeout = 30 * time.Second
 
-// Runsc finds runsc: $WARDEN_RUNSC, else runsc on PATH, else tools/runsc
-// beside warden's binary (where `make deps` puts it).
-func (rt *Runtime) Runsc() (string, error) { return findRunsc(rt.Binary) }
-
-func findRunsc(binary string) (string, error) {
-	if p := os.Getenv("WARDEN_RUNSC"); p != "" {
-		return p, nil
-	}
-	if p, err := exec.LookPath("runsc"); err == nil {
-		return p, nil
-	}
-	beside := filepath.Join(filepath.Dir(binary), "tools", "runsc")
-	if _, err := os.Stat(beside); err == nil {
-		return beside, nil
-	}
-	return "", errors.New("engine gvisor needs runsc, which is not installed: run `make deps` in warden's source folder (it builds the pinned runsc into bin/tools), or put runsc on PATH, or set WARDEN_RUNSC")
-}
+// Runsc finds runsc (FindRunsc).
+func (rt *Runtime) Runsc() (string, error) { return FindRunsc(rt.Binary) }
 
 func (e *gvisorEngine) runsc(ctx context.Context, args ...string) *exec.Cmd {
 	bin, _ := e.rt.Runsc()
@@ -188,7 +163,7 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	// tens of milliseconds. Its pid file names the sandbox's process.
 	pidFile := filepath.Join(bundle, "sandbox.pid")
 	for try := 0; ; try++ {
-		if err := makeCgroupParents(e.rt.cgroupPath(req.id)); err != nil {
+		if err := MakeCgroupParents(e.rt.cgroupPath(req.id)); err != nil {
 			return fail(fmt.Errorf("start sandbox: %w", err))
 		}
 		run := e.runsc(ctx, "run", "--detach", "--bundle", bundle, "--pid-file", pidFile, req.id)
@@ -254,66 +229,6 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 		return fail(err)
 	}
 	return c, nil
-}
-
-// makeCgroupParents makes the folders above the sandbox's cgroup in every
-// hierarchy: runsc makes only the last one (and sets the limits only in a
-// cgroup it made). A gc of another process removes the root's cgroup
-// folders once they are empty, so runsc may still find one gone.
-func makeCgroupParents(path string) error {
-	path = filepath.Dir(path)
-	bases := []string{"/sys/fs/cgroup"}
-	if !cgroups.IsCgroup2UnifiedMode() {
-		bases, _ = filepath.Glob("/sys/fs/cgroup/*")
-	}
-	for _, b := range bases {
-		if fi, err := os.Lstat(b); err != nil || !fi.IsDir() {
-			continue // a link to a co-mounted hierarchy (cpu -> cpu,cpuacct)
-		}
-		var err error
-		for try := 0; try < 5; try++ { // a parent removed between two of MkdirAll's steps
-			if err = os.MkdirAll(filepath.Join(b, path), 0o755); err == nil {
-				break
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("cgroup: %w", err)
-		}
-		if filepath.Base(b) == "cpuset" {
-			if err := inheritCpuset(b, path); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// inheritCpuset gives each new folder of a v1 cpuset path its parent's
-// CPUs and memory nodes (empty ones take no process), as runsc and runc
-// do for the folders they make.
-func inheritCpuset(base, path string) error {
-	dir := base
-	for _, part := range strings.Split(strings.Trim(path, "/"), "/") {
-		parent := dir
-		dir = filepath.Join(dir, part)
-		for _, file := range []string{"cpuset.cpus", "cpuset.mems"} {
-			cur, err := os.ReadFile(filepath.Join(dir, file))
-			if err != nil {
-				return fmt.Errorf("cgroup: %w", err)
-			}
-			if strings.TrimSpace(string(cur)) != "" {
-				continue
-			}
-			val, err := os.ReadFile(filepath.Join(parent, file))
-			if err == nil {
-				err = os.WriteFile(filepath.Join(dir, file), val, 0o644)
-			}
-			if err != nil {
-				return fmt.Errorf("cgroup: %s: %w", filepath.Join(dir, file), err)
-			}
-		}
-	}
-	return nil
 }
 
 // mountpoints makes every mount's mountpoint in the bundle's root folder:
@@ -421,22 +336,7 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, viewHolds, er
 	// On the host the cgroup holds runsc's sentry and gofer, whose threads
 	// count against pids: the sandbox's own processes are held to the
 	// policy's number inside (RLIMIT_NPROC, above).
-	if n := pidsLimit(&linux); n > 0 {
-		res := *linux.Resources
-		limit := n + gvisorPidsOverhead
-		res.Pids, linux.Resources = &specs.LinuxPids{Limit: &limit}, &res
-	}
-	// And its memory holds gVisor's kernel beside the sandbox's processes.
-	if r := linux.Resources; r != nil && r.Memory != nil && r.Memory.Limit != nil && *r.Memory.Limit > 0 {
-		res, mem := *r, *r.Memory
-		limit := *r.Memory.Limit + gvisorMemoryOverhead
-		mem.Limit = &limit
-		if mem.Swap != nil && *mem.Swap > 0 {
-			swap := *mem.Swap + gvisorMemoryOverhead
-			mem.Swap = &swap
-		}
-		res.Memory, linux.Resources = &mem, &res
-	}
+	GVisorHostLimits(&linux)
 	// The agent loads the policy's seccomp filter itself (runsc would turn
 	// every refusal into EPERM, clone3's ENOSYS included, which libc does
 	// not replace with clone): setuid bits, memfd, namespaces and the rest

@@ -41,7 +41,7 @@ func CheckHost() []HostCheck {
 func checkGVisor() HostCheck {
 	c := HostCheck{Name: "gvisor"}
 	exe, _ := executable()
-	bin, err := findRunsc(exe)
+	bin, err := FindRunsc(exe)
 	if err != nil {
 		c.Detail = "runsc not found: engine \"gvisor\" is not available (engine \"container\" is)"
 		c.Fix = "run `make deps` in warden's source folder, which builds the pinned runsc into bin/tools beside bin/warden; or put runsc on PATH, or set WARDEN_RUNSC"

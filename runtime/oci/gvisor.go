@@ -1,0 +1,539 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/spec"
+)
+
+// Containers on the gVisor engine are run by runsc, a separate program:
+// warden tightens their config.json as for the container engine, writes
+// it into a bundle folder of its own (ROOT/oci-gvisor/containers/ID,
+// beside the record of what it did), and calls the runsc verb runc's
+// callers asked for, with runsc's state in ROOT/oci-gvisor/runsc.
+
+// gvisorRecord is what warden keeps of a container runsc runs.
+type gvisorRecord struct {
+	// Bundle is the caller's bundle, as `state` reports it.
+	Bundle string `json:"bundle"`
+	// Flags are runsc's global flags for every call about the container
+	// (but --root and --log, which are the runtime's).
+	Flags []string `json:"flags"`
+	// Cgroup is the container's cgroup path in every hierarchy.
+	Cgroup string `json:"cgroup"`
+	// Policy is the policy's record, nil when none applies.
+	Policy *policyRecord `json:"policy,omitempty"`
+	// Created is when warden made it (runsc's state does not say).
+	Created time.Time `json:"created"`
+}
+
+// gvisorTimeout bounds a runsc call that does not run the container's
+// process in the foreground: one cold start in a hundred was seen to hang.
+const gvisorTimeout = time.Minute
+
+func (o *Runtime) gvisorRoot() string { return filepath.Join(o.Root, "oci-gvisor") }
+func (o *Runtime) runscRoot() string  { return filepath.Join(o.gvisorRoot(), "runsc") }
+func (o *Runtime) gvisorDir(id string) string {
+	return filepath.Join(o.gvisorRoot(), "containers", id)
+}
+
+// gvisorContainer is a container of this root on the gVisor engine.
+type gvisorContainer struct {
+	o   *Runtime
+	id  string
+	dir string
+	rec gvisorRecord
+}
+
+// loadGVisor returns the container if it is on the gVisor engine.
+func (o *Runtime) loadGVisor(id string) (*gvisorContainer, bool, error) {
+	if checkContainerID(id) != nil {
+		return nil, false, nil
+	}
+	c := &gvisorContainer{o: o, id: id, dir: o.gvisorDir(id)}
+	data, err := os.ReadFile(filepath.Join(c.dir, recordFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	} else if err != nil {
+		return nil, true, err
+	}
+	if err := json.Unmarshal(data, &c.rec); err != nil {
+		return nil, true, fmt.Errorf("container %s: %s: %w", id, recordFile, err)
+	}
+	return c, true, nil
+}
+
+// gvisorSpec rewrites a tightened spec for runsc: the cgroup named,
+// and under a policy the seccomp profile as runsc can hold it, the
+// policy's pids limit held inside gVisor and the host cgroup sized for
+// runsc's own processes besides the container's.
+func gvisorSpec(s *specs.Spec, rec *policyRecord) {
+	if rec == nil {
+		return
+	}
+	if s.Linux.Seccomp != nil {
+		s.Linux.Seccomp = runscSeccomp(s.Linux.Seccomp)
+	}
+	// The host's pids cgroup counts runsc's threads, not the container's
+	// processes: gVisor's kernel holds those to the policy's number.
+	if n := rec.Limits.Pids; n > 0 {
+		s.Process.Rlimits = append(deleteRlimit(s.Process.Rlimits, "RLIMIT_NPROC"), specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: uint64(n), Soft: uint64(n)})
+	}
+	sandbox.GVisorHostLimits(s.Linux)
+}
+
+func deleteRlimit(rl []specs.POSIXRlimit, typ string) []specs.POSIXRlimit {
+	var out []specs.POSIXRlimit
+	for _, r := range rl {
+		if r.Type != typ {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// runscSeccomp is a policy's profile as runsc applies it (--oci-seccomp):
+// runsc answers every refusal with EPERM, clone3's ENOSYS included, after
+// which libc does not fall back to clone and no thread can start. clone3
+// is allowed: the namespaces it could ask for are gVisor's, not the
+// host's.
+func runscSeccomp(s *specs.LinuxSeccomp) *specs.LinuxSeccomp {
+	out := *s
+	out.Syscalls = nil
+	for _, r := range s.Syscalls {
+		var names []string
+		for _, n := range r.Names {
+			if n != "clone3" {
+				names = append(names, n)
+			}
+		}
+		if len(names) > 0 {
+			r.Names = names
+			out.Syscalls = append(out.Syscalls, r)
+		}
+	}
+	out.Syscalls = append(out.Syscalls, specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActAllow})
+	return &out
+}
+
+// runscFlags are runsc's global flags for a container: under a policy
+// runsc applies its seccomp profile, and a policy without network gives
+// the container loopback only (gVisor's own: the interfaces the engine
+// put into the namespace are not used). Otherwise runsc's defaults, as
+// plain runsc would run the container: its network stack over the
+// interfaces of the namespace the engine made.
+func runscFlags(rec *policyRecord) []string {
+	flags := []string{sandbox.RunscSidecarFlag}
+	if rec != nil {
+		flags = append(flags, "--oci-seccomp")
+		if !rec.Network {
+			flags = append(flags, "--network=none")
+		}
+	}
+	return flags
+}
+
+// createGVisor makes (and with run, starts) a container under runsc
+// from its tightened spec s.
+func (o *Runtime) createGVisor(opts CreateOptions, run bool, bundle string, s *specs.Spec, rec *policyRecord) (int, error) {
+	if opts.PreserveFDs > 0 {
+		return -1, errors.New("--preserve-fds: not available under engine gvisor (runsc create cannot pass more descriptors); run the container without it, or on engine container")
+	}
+	if _, err := o.runsc(); err != nil {
+		return -1, err
+	}
+	if _, err := os.Stat(filepath.Join(o.stateDir(), opts.ID)); err == nil {
+		return -1, fmt.Errorf("container %s already exists", opts.ID)
+	}
+	if err := os.MkdirAll(filepath.Dir(o.gvisorDir(opts.ID)), 0o711); err != nil {
+		return -1, fmt.Errorf("state root: %w", err)
+	}
+	c := &gvisorContainer{o: o, id: opts.ID, dir: o.gvisorDir(opts.ID)}
+	if err := os.Mkdir(c.dir, 0o711); errors.Is(err, fs.ErrExist) {
+		return -1, fmt.Errorf("container %s already exists", opts.ID)
+	} else if err != nil {
+		return -1, fmt.Errorf("state root: %w", err)
+	}
+	gvisorSpec(s, rec)
+	c.rec = gvisorRecord{Bundle: bundle, Flags: runscFlags(rec), Cgroup: s.Linux.CgroupsPath, Policy: rec, Created: time.Now().UTC()}
+	fail := func(err error) (int, error) {
+		c.destroy(true)
+		return -1, err
+	}
+	if err := c.save(); err != nil {
+		return fail(err)
+	}
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "config.json"), data, 0o600); err != nil {
+		return fail(err)
+	}
+	if filepath.IsAbs(c.rec.Cgroup) {
+		if err := sandbox.MakeCgroupParents(c.rec.Cgroup); err != nil {
+			return fail(err)
+		}
+	}
+	verb := "create"
+	if run {
+		verb = "run"
+	}
+	args := []string{verb, "--bundle", c.dir}
+	if opts.PidFile != "" {
+		args = append(args, "--pid-file", absPath(opts.PidFile))
+	}
+	if opts.ConsoleSocket != "" {
+		args = append(args, "--console-socket", absPath(opts.ConsoleSocket))
+	}
+	if run && opts.Detach {
+		args = append(args, "--detach")
+	}
+	args = append(args, opts.ID)
+	if !run || opts.Detach {
+		if err := c.call(nil, args...); err != nil {
+			return fail(err)
+		}
+		return 0, nil
+	}
+	// Attached: runsc runs the container to its end and removes it.
+	status, err := c.foreground(func(sig os.Signal) {
+		c.call(nil, "kill", c.id, strconv.Itoa(int(sig.(syscall.Signal))))
+	}, args...)
+	c.destroy(false)
+	return status, err
+}
+
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+func (o *Runtime) runsc() (string, error) {
+	exe, _ := os.Executable()
+	return sandbox.FindRunsc(exe)
+}
+
+func (c *gvisorContainer) save() error {
+	data, err := json.Marshal(c.rec)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.dir, recordFile), data, 0o600)
+}
+
+func (c *gvisorContainer) logPath() string { return filepath.Join(c.dir, "runsc.log") }
+
+// command is runsc with the container's global flags and args; its
+// errors go (as JSON lines) to the container's runsc.log.
+func (c *gvisorContainer) command(ctx context.Context, args ...string) (*exec.Cmd, error) {
+	bin, err := c.o.runsc()
+	if err != nil {
+		return nil, err
+	}
+	flags := append([]string{"--root", c.o.runscRoot(), "--log", c.logPath(), "--log-format", "json"}, c.rec.Flags...)
+	return exec.CommandContext(ctx, bin, append(flags, args...)...), nil
+}
+
+// call runs one runsc command that does not stay with the container's
+// process, its output to out (nil: warden's stdout), within gvisorTimeout.
+// Its stdin and stderr are warden's: runsc create hands them on to the
+// container.
+func (c *gvisorContainer) call(out io.Writer, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), gvisorTimeout)
+	defer cancel()
+	cmd, err := c.command(ctx, args...)
+	if err != nil {
+		return err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if out != nil {
+		cmd.Stdout, cmd.Stderr = out, io.Discard
+	}
+	// A hung runsc is killed with what it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	offset := fileSize(c.logPath())
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		return fmt.Errorf("runsc %s did not finish within %s; it was killed", args[0], gvisorTimeout)
+	}
+	if err != nil {
+		return fmt.Errorf("runsc %s: %s", args[0], c.runscError(offset, err))
+	}
+	return nil
+}
+
+// foreground runs a runsc command that stays with the container's
+// process (run, exec without --detach) and returns that process's exit
+// status, runsc's own; signals warden gets are handed to relay.
+func (c *gvisorContainer) foreground(relay func(os.Signal), args ...string) (int, error) {
+	cmd, err := c.command(context.Background(), args...)
+	if err != nil {
+		return -1, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	signals := make(chan os.Signal, 16)
+	signal.Notify(signals, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	defer signal.Stop(signals)
+	offset := fileSize(c.logPath())
+	if err := cmd.Start(); err != nil {
+		return -1, err
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case sig := <-signals:
+				relay(sig)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err = cmd.Wait()
+	close(done)
+	if err == nil {
+		return 0, nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return -1, err
+	}
+	// runsc's own failure is in its log; any other status is the
+	// container's process's.
+	if fileSize(c.logPath()) > offset {
+		return -1, fmt.Errorf("runsc %s: %s", args[0], c.runscError(offset, err))
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), nil
+	}
+	return ee.ExitCode(), nil
+}
+
+// runscError is the last error runsc logged since offset, else err's.
+func (c *gvisorContainer) runscError(offset int64, err error) string {
+	f, oerr := os.Open(c.logPath())
+	if oerr == nil {
+		defer f.Close()
+		data, _ := io.ReadAll(io.NewSectionReader(f, offset, 1<<20))
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			var line struct {
+				Msg string `json:"msg"`
+			}
+			if json.Unmarshal([]byte(lines[i]), &line) == nil && line.Msg != "" {
+				return line.Msg
+			}
+		}
+	}
+	return err.Error()
+}
+
+func fileSize(p string) int64 {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// destroy removes the container from runsc (with force, whatever its
+// state) and warden's folder of it.
+func (c *gvisorContainer) destroy(force bool) error {
+	args := []string{"delete", c.id}
+	if force {
+		args = []string{"delete", "--force", c.id}
+	}
+	if err := c.call(io.Discard, args...); err != nil && !strings.Contains(err.Error(), "does not exist") {
+		return err
+	}
+	return os.RemoveAll(c.dir)
+}
+
+// runscState is what `runsc state` prints.
+type runscState struct {
+	ID          string            `json:"id"`
+	Pid         int               `json:"pid"`
+	Status      string            `json:"status"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+func (c *gvisorContainer) runscState() (*runscState, error) {
+	var out bytes.Buffer
+	if err := c.call(&out, "state", c.id); err != nil {
+		return nil, err
+	}
+	var st runscState
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		return nil, fmt.Errorf("runsc state: %w", err)
+	}
+	return &st, nil
+}
+
+func (c *gvisorContainer) state() (*ContainerState, error) {
+	st, err := c.runscState()
+	if err != nil {
+		return nil, err
+	}
+	cs := &ContainerState{OCIVersion: specs.Version, ID: c.id, Pid: st.Pid, Status: st.Status, Bundle: c.rec.Bundle,
+		Created: c.rec.Created, Owner: "root", Annotations: st.Annotations}
+	if s, err := LoadBundleSpec(c.dir); err == nil {
+		cs.Rootfs, cs.OCIVersion = s.Root.Path, s.Version
+	}
+	if st.Status == "stopped" {
+		cs.Pid = 0
+	}
+	if c.rec.Policy != nil {
+		cs.Policy = c.rec.Policy.Policy
+	}
+	return cs, nil
+}
+
+func (c *gvisorContainer) start() error { return c.call(nil, "start", c.id) }
+
+func (c *gvisorContainer) kill(sig unix.Signal, all bool) error {
+	args := []string{"kill"}
+	if all {
+		args = append(args, "--all")
+	}
+	return c.call(io.Discard, append(args, c.id, strconv.Itoa(int(sig)))...)
+}
+
+func (c *gvisorContainer) delete(force bool) error {
+	if !force {
+		st, err := c.runscState()
+		if err != nil {
+			return err
+		}
+		switch st.Status {
+		case "stopped", "created":
+		default:
+			return fmt.Errorf("cannot delete container %s that is not stopped: %s (use --force)", c.id, st.Status)
+		}
+		force = st.Status == "created" // as runc: a created container's init is killed
+	}
+	return c.destroy(force)
+}
+
+// processes lists the host processes of the container: gVisor's
+// sentry, gofer and the stubs its platform runs the container's code
+// in, from the container's pids cgroup. The container's own processes
+// live in gVisor's kernel and have no host pid.
+func (c *gvisorContainer) processes() ([]int, error) {
+	dir := filepath.Join("/sys/fs/cgroup", c.rec.Cgroup)
+	if _, err := os.Stat("/sys/fs/cgroup/pids"); err == nil {
+		dir = filepath.Join("/sys/fs/cgroup/pids", c.rec.Cgroup)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+func (c *gvisorContainer) exec(p *specs.Process, opts ExecOptions) (int, error) {
+	if opts.PreserveFDs > 0 {
+		return -1, errors.New("--preserve-fds: not available under engine gvisor (runsc exec cannot pass more descriptors); run the process without it")
+	}
+	if c.rec.Policy != nil {
+		spec.TightenProcess(p, c.rec.Policy.CapAllow, func(format string, args ...any) {
+			logrus.WithField("policy", c.rec.Policy.Policy).Debugf("exec: "+format, args...)
+		})
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return -1, err
+	}
+	f, err := os.CreateTemp(c.dir, "process-*.json")
+	if err != nil {
+		return -1, err
+	}
+	// runsc exec --detach reads it before it returns.
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return -1, err
+	}
+	args := []string{"exec", "--process", f.Name()}
+	if opts.PidFile != "" {
+		args = append(args, "--pid-file", absPath(opts.PidFile))
+	}
+	if opts.ConsoleSocket != "" {
+		args = append(args, "--console-socket", absPath(opts.ConsoleSocket))
+	}
+	if opts.Detach {
+		return 0, c.call(nil, append(args, "--detach", c.id)...)
+	}
+	// Signals go to the process by its pid in gVisor (runsc exec relays
+	// them itself only to a terminal's).
+	internal := strings.TrimSuffix(f.Name(), ".json") + ".pid"
+	defer os.Remove(internal)
+	args = append(args, "--internal-pid-file", internal, c.id)
+	return c.foreground(func(sig os.Signal) {
+		if pid, err := os.ReadFile(internal); err == nil {
+			c.call(io.Discard, "kill", "--pid", strings.TrimSpace(string(pid)), c.id, strconv.Itoa(int(sig.(syscall.Signal))))
+		}
+	}, args...)
+}
+
+func (c *gvisorContainer) update(r *specs.LinuxResources) error {
+	if c.rec.Policy != nil {
+		spec.ClampResources(r, c.rec.Policy.Limits, func(format string, args ...any) {
+			logrus.WithField("policy", c.rec.Policy.Policy).Debugf("update: "+format, args...)
+		})
+		linux := &specs.Linux{Resources: r}
+		sandbox.GVisorHostLimits(linux)
+		r = linux.Resources
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(c.dir, "resources-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return c.call(io.Discard, "update", "--resources", f.Name(), c.id)
+}
