@@ -268,7 +268,7 @@ func (e *engines) stop(t testing.TB) {
 	for i := len(below) - 1; i >= 0; i-- {
 		m := below[i]
 		syscall.Unmount(m, syscall.MNT_DETACH)
-		if strings.HasSuffix(m, "/merged") || strings.HasSuffix(m, "/rootfs") || strings.Contains(m, "/oci/") {
+		if strings.HasSuffix(m, "/merged") || strings.HasSuffix(m, "/rootfs") || strings.Contains(m, "/oci/") || strings.Contains(m, "/oci-gvisor/") {
 			mounts = append(mounts, m)
 		}
 	}

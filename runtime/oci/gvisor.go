@@ -23,6 +23,7 @@ import (
 
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"github.com/warden-sandbox/warden/spec"
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // Containers on the gVisor engine are run by runsc, a separate program:
@@ -370,7 +371,26 @@ func (c *gvisorContainer) destroy(force bool) error {
 	if err := c.call(io.Discard, args...); err != nil && !strings.Contains(err.Error(), "does not exist") {
 		return err
 	}
-	return os.RemoveAll(c.dir)
+	if err := os.RemoveAll(c.dir); err != nil {
+		return err
+	}
+	c.o.releaseRunsc()
+	return nil
+}
+
+// releaseRunsc unmounts what runsc leaves mounted in its state folder
+// (the empty network namespace of --network=none containers) once no
+// container of the gVisor engine is left; runsc makes it again when it
+// needs it.
+func (o *Runtime) releaseRunsc() {
+	if left, _ := os.ReadDir(filepath.Join(o.gvisorRoot(), "containers")); len(left) > 0 {
+		return
+	}
+	for _, m := range hostfs.MountsUnder(o.runscRoot()) {
+		if err := unix.Unmount(m.Mountpoint, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			logrus.Debugf("unmount %s: %v", m.Mountpoint, err)
+		}
+	}
 }
 
 // runscState is what `runsc state` prints.
