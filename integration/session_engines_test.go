@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The session suite that runs on both engines: one table, each case run
@@ -377,20 +379,36 @@ func engineAuditAndReadoption(t *testing.T, r *wardenRoot, engine string) {
 	}
 }
 
-// engineTerminal: -t gives a terminal under the container engine; under
-// gVisor it is refused in one line (a passed terminal is not one inside).
+// engineTerminal: -t gives the command a terminal of the caller's window
+// size, which follows the caller's resizes, that it reads the user's
+// typing from, and its output reaches the caller through warden's filter,
+// on both engines (under gVisor the agent relays the terminal, which
+// cannot be passed out of gVisor).
 func engineTerminal(t *testing.T, r *wardenRoot, engine string) {
 	p := r.policy(enginePolicy(engine, `name = "tty"`))
 	id := r.create("tty", p, workspace(t, 0))
-	if engine != "gvisor" {
-		return // terminal_test.go covers -t on containers, with a real pty
+	script := `import os, signal, sys
+signal.signal(signal.SIGWINCH, lambda *a: print("resized", os.get_terminal_size(), flush=True))
+print("tty", os.isatty(0), os.isatty(1), os.isatty(2), os.get_terminal_size(), flush=True)
+print("got", input(), flush=True)
+sys.exit(7)`
+	term := startOnCallerTerminal(t, r.command("exec", "-t", "--session", id, "--", "python3", "-c", script), &unix.Winsize{Row: 33, Col: 101})
+	term.waitFor("tty True True True os.terminal_size(columns=101, lines=33)")
+	if err := unix.IoctlSetWinsize(int(term.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 120}); err != nil {
+		t.Fatal(err)
 	}
-	cmd := r.command("exec", "-t", "--session", id, "--", "true")
-	out, err := onCallerTerminal(t, cmd)
+	term.waitFor("resized os.terminal_size(columns=120, lines=40)")
+	term.master.Write([]byte("typed by the user\r"))
+	term.waitFor("got typed by the user")
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 125 || !strings.Contains(out, "cannot give a command a terminal yet; run it without -t") {
-		t.Errorf("exec -t under gvisor: %v, output %q", err, out)
+	if err := term.wait(); !errors.As(err, &exit) || exit.ExitCode() != 7 {
+		t.Errorf("exec -t: %v, want exit 7; terminal %q", err, term.output())
 	}
+	out, err := onCallerTerminal(t, r.command("exec", "-t", "--session", id, "--", "sh", "-c", escapesScript))
+	if err != nil {
+		t.Fatalf("exec -t: %v; terminal %q", err, out)
+	}
+	checkEscapes(t, "exec -t", out)
 	r.expectAlive(id)
 }
 

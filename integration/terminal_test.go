@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -168,4 +169,75 @@ func TestTerminalEscapesFiltered(t *testing.T) {
 		t.Fatalf("run: %v; terminal %q", err, out)
 	}
 	checkEscapes(t, "run", out)
+}
+
+// callerTerminal is a command running on a terminal of the host's as a
+// user's shell would run it, for tests that interact with it.
+type callerTerminal struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	master *os.File
+	mu     sync.Mutex
+	out    bytes.Buffer
+	done   chan error
+}
+
+// startOnCallerTerminal starts cmd on a new terminal of the given window
+// size, as its controlling terminal, stdin, stdout and stderr.
+func startOnCallerTerminal(t *testing.T, cmd *exec.Cmd, size *unix.Winsize) *callerTerminal {
+	t.Helper()
+	master, slave := hostPty(t)
+	if err := unix.IoctlSetWinsize(int(slave.Fd()), unix.TIOCSWINSZ, size); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	c := &callerTerminal{t: t, cmd: cmd, master: master, done: make(chan error, 1)}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			c.mu.Lock()
+			c.out.Write(buf[:n])
+			c.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() { c.done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return c
+}
+
+func (c *callerTerminal) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String()
+}
+
+// waitFor waits until the terminal has shown text.
+func (c *callerTerminal) waitFor(text string) {
+	c.t.Helper()
+	for deadline := time.Now().Add(cliTimeout); !strings.Contains(c.output(), text); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s: the terminal never showed %q; it shows %q", strings.Join(c.cmd.Args, " "), text, c.output())
+		}
+	}
+}
+
+// wait waits for the command's end.
+func (c *callerTerminal) wait() error {
+	c.t.Helper()
+	select {
+	case err := <-c.done:
+		return err
+	case <-time.After(cliTimeout):
+		c.t.Fatalf("%s did not end; the terminal shows %q", strings.Join(c.cmd.Args, " "), c.output())
+		return nil
+	}
 }

@@ -86,6 +86,7 @@ func sessionExec(cliContext *cli.Context) (*sandbox.ExecResult, error) {
 		defer term.restore()
 		o.Rows, o.Cols = term.size()
 		o.OnTerminal = term.attach
+		o.Resize = term.resize
 		o.Signals = notify(unix.SIGTERM, unix.SIGHUP)
 	} else {
 		o.Signals = notify(unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
@@ -135,9 +136,10 @@ func notify(sigs ...os.Signal) <-chan unix.Signal {
 // and the sandbox's terminal; the output goes through termfilter, so the
 // command cannot make the caller's terminal answer or write its clipboard.
 type terminal struct {
-	con  console.Console
-	once sync.Once
-	done chan struct{}
+	con    console.Console
+	once   sync.Once
+	done   chan struct{}
+	resize chan sandbox.WindowSize // sizes for a master side that is not a terminal
 }
 
 func newTerminal() (*terminal, error) {
@@ -148,7 +150,7 @@ func newTerminal() (*terminal, error) {
 	if err := con.SetRaw(); err != nil {
 		return nil, err
 	}
-	return &terminal{con: con, done: make(chan struct{})}, nil
+	return &terminal{con: con, done: make(chan struct{}), resize: make(chan sandbox.WindowSize, 1)}, nil
 }
 
 var errNotTerminal = &exitError{code: exitWarden, err: &daemon.Error{Code: daemon.CodeInvalidInput, Message: "--tty needs a terminal on stdin; drop -t when piping"}}
@@ -167,7 +169,15 @@ func (t *terminal) attach(master *os.File) {
 	go func() {
 		for range winch {
 			rows, cols := t.size()
-			unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+			// A gVisor sandbox's terminal is relayed by its agent: the
+			// master side here is a socket, and the size goes to the agent.
+			if unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}) != nil {
+				select {
+				case <-t.resize: // only the latest size matters
+				default:
+				}
+				t.resize <- sandbox.WindowSize{Rows: rows, Cols: cols}
+			}
 		}
 	}()
 	go io.Copy(master, os.Stdin)

@@ -252,13 +252,12 @@ void agent_free_request(struct request *r)
 static int control_member(void *ctx, const char *key, const char *v, const char *end)
 {
 	struct control *c = ctx;
-	long long n = 0;
 	if (!strcmp(key, "signal"))
 		return read_int(v, end, LLONG_MIN, LLONG_MAX, &c->signal);
 	if (!strcmp(key, "kill"))
 		return read_bool(v, end, &c->kill);
 	if (!strcmp(key, "rows") || !strcmp(key, "cols"))
-		return read_int(v, end, 0, 65535, &n);
+		return read_int(v, end, 0, 65535, key[0] == 'r' ? &c->rows : &c->cols);
 	return 0;
 }
 
@@ -752,6 +751,7 @@ struct conn {
 	pid_t pid;   /* the command, once started */
 	int reading; /* the connection is watched for messages */
 	struct stdio_files stdio; /* what the command's stdio are */
+	struct relay *term;       /* the relay of its terminal (gVisor), or NULL */
 	struct conn *next;
 };
 
@@ -1255,7 +1255,8 @@ struct relay_end {
 };
 
 struct relay {
-	int fd[2];                /* 0: the sandbox's TCP connection, 1: the host's upstream */
+	int fd[2];                /* 0: the sandbox's end (a TCP connection, a terminal's master), 1: the host's */
+	int sock[2];              /* fd[i] is a socket (else read and write it) */
 	struct relay_end end[2];  /* their epoll tags */
 	size_t len[2], off[2];    /* buf[d]: read from fd[d], not yet written to fd[1 - d] */
 	int eof[2], shut[2];      /* fd[d] said EOF; fd[1 - d] was shut for writing */
@@ -1299,6 +1300,9 @@ static void relay_close(struct relay *r)
 			break;
 		}
 	}
+	for (struct conn *c = agent.conns; c; c = c->next)
+		if (c->term == r)
+			c->term = NULL;
 	close(r->fd[0]);
 	close(r->fd[1]);
 	free(r);
@@ -1307,16 +1311,20 @@ static void relay_close(struct relay *r)
 }
 
 /* relay_pump moves what it can both ways until every read and write
- * would wait (the descriptors are watched edge-triggered), passes an EOF
- * on as a half close, and ends the relay when both ways are done or
- * either side fails. */
+ * would wait (the descriptors are non-blocking and watched edge-triggered)
+ * and passes an EOF on as a half close. A read that fails ends its way as
+ * an EOF does (a terminal's master says EIO once the command's side is
+ * closed); a write that fails drops that way's data. The relay ends when
+ * both ways are done. */
 static void relay_pump(struct relay *r)
 {
 	for (int d = 0; d < 2; d++) {
+		int from = r->fd[d], to = r->fd[1 - d];
 		for (;;) {
 			if (r->off[d] < r->len[d]) {
-				ssize_t n = send(r->fd[1 - d], r->buf[d] + r->off[d], r->len[d] - r->off[d],
-						 MSG_NOSIGNAL | MSG_DONTWAIT);
+				const char *p = r->buf[d] + r->off[d];
+				size_t left = r->len[d] - r->off[d];
+				ssize_t n = r->sock[1 - d] ? send(to, p, left, MSG_NOSIGNAL | MSG_DONTWAIT) : write(to, p, left);
 				if (n > 0) {
 					r->off[d] += (size_t)n;
 					if (r->off[d] == r->len[d])
@@ -1325,34 +1333,73 @@ static void relay_pump(struct relay *r)
 				}
 				if (n < 0 && (errno == EAGAIN || errno == EINTR))
 					break;
-				relay_close(r);
-				return;
+				r->off[d] = r->len[d] = 0;
+				r->eof[d] = r->shut[d] = 1;
+				break;
 			}
 			if (r->eof[d]) {
 				if (!r->shut[d]) {
-					shutdown(r->fd[1 - d], SHUT_WR);
+					if (r->sock[1 - d])
+						shutdown(to, SHUT_WR);
 					r->shut[d] = 1;
 				}
 				break;
 			}
-			ssize_t n = recv(r->fd[d], r->buf[d], RELAY_BUF, MSG_DONTWAIT);
+			ssize_t n = r->sock[d] ? recv(from, r->buf[d], RELAY_BUF, MSG_DONTWAIT) : read(from, r->buf[d], RELAY_BUF);
 			if (n > 0) {
 				r->len[d] = (size_t)n;
 				r->off[d] = 0;
 				continue;
 			}
-			if (n == 0) {
-				r->eof[d] = 1;
-				continue;
-			}
-			if (errno == EAGAIN || errno == EINTR)
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
 				break;
-			relay_close(r);
-			return;
+			r->eof[d] = 1;
 		}
 	}
 	if (r->shut[0] && r->shut[1])
 		relay_close(r);
+}
+
+/* relay_of_live is r if it is still open. */
+static struct relay *relay_of_live(struct relay *r)
+{
+	for (struct relay *x = agent.relays; x; x = x->next)
+		if (x == r)
+			return r;
+	return NULL;
+}
+
+static int is_socket(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+/* relay_start relays between a (the sandbox's end) and b (the host's),
+ * taking both, and returns the relay while it lasts; it fails (NULL),
+ * closing them, when the relay cannot be made. */
+static struct relay *relay_start(int a, int b)
+{
+	struct relay *r = malloc(sizeof *r);
+	if (!r) {
+		close(a);
+		close(b);
+		return NULL;
+	}
+	*r = (struct relay){.fd = {a, b}, .sock = {is_socket(a), is_socket(b)}, .next = agent.relays};
+	agent.relays = r;
+	agent.nrelays++;
+	for (int i = 0; i < 2; i++) {
+		fcntl(r->fd[i], F_SETFL, fcntl(r->fd[i], F_GETFL) | O_NONBLOCK);
+		r->end[i] = (struct relay_end){.r = r, .side = i};
+		struct epoll_event e = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = &r->end[i]};
+		if (epoll_ctl(agent.epoll, EPOLL_CTL_ADD, r->fd[i], &e) < 0) {
+			relay_close(r);
+			return NULL;
+		}
+	}
+	relay_pump(r);
+	return relay_of_live(r);
 }
 
 static void send_used(long long id)
@@ -1373,27 +1420,9 @@ static void egress_accept(void)
 				continue;
 			break; /* EAGAIN; out of descriptors: a relay's end frees some */
 		}
-		struct relay *r = malloc(sizeof *r);
 		struct spare up = agent.spares[--agent.nspares];
-		if (!r) {
-			close(fd);
-			agent.spares[agent.nspares++] = up;
-			break;
-		}
-		*r = (struct relay){.fd = {fd, up.fd}, .next = agent.relays};
-		agent.relays = r;
-		agent.nrelays++;
 		send_used(up.id);
-		int ok = 1;
-		for (int i = 0; i < 2; i++) {
-			r->end[i] = (struct relay_end){.r = r, .side = i};
-			struct epoll_event e = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = &r->end[i]};
-			ok = ok && epoll_ctl(agent.epoll, EPOLL_CTL_ADD, r->fd[i], &e) == 0;
-		}
-		if (!ok)
-			relay_close(r);
-		else
-			relay_pump(r);
+		relay_start(fd, up.fd);
 	}
 	egress_watch();
 }
@@ -1520,13 +1549,24 @@ static void serve(struct conn *c)
 	}
 	pid_t pid = 0;
 	int master = -1;
+	/* gVisor's terminals cannot leave it: for -t the host passes one end
+	 * of a socket, which the agent relays to the master side. */
+	int host = -1;
+	if (agent.gvisor && r.tty) {
+		if (nfds == 1)
+			host = fcntl(fds[0], F_DUPFD_CLOEXEC, 3);
+		if (host < 0)
+			set_error(&ev, 125, "terminal: ", "under gVisor the host's end of the terminal must come with the request", NULL);
+	}
 	/* A pooled sandbox seals before its first command at the latest. */
-	if (seal(&ev) == 0 && !r.seal)
+	if ((!agent.gvisor || !r.tty || host >= 0) && seal(&ev) == 0 && !r.seal)
 		pid = start(&agent.cfg, &r, fds, nfds, &master, &ev);
 	if (pid)
-		stdio_files_of(fds, nfds, master, &c->stdio);
+		stdio_files_of(fds, r.tty ? 0 : nfds, master, &c->stdio);
 	close_fds(fds, nfds);
 	agent_free_request(&r);
+	if (!pid && host >= 0)
+		close(host);
 	if (!pid) {
 		send_event(c->fd, &ev, -1);
 		free(ev.error.p);
@@ -1538,8 +1578,13 @@ static void serve(struct conn *c)
 	 * without one, the single reply is how the command ended. */
 	if (master >= 0) {
 		struct event started = {.started = 1, .pid = pid};
-		send_event(c->fd, &started, master);
-		close(master);
+		if (host >= 0) {
+			send_event(c->fd, &started, -1);
+			c->term = relay_start(master, host);
+		} else {
+			send_event(c->fd, &started, master);
+			close(master);
+		}
 	}
 }
 
@@ -1562,8 +1607,12 @@ static void control(struct conn *c)
 		kill(-c->pid, SIGKILL);
 	} else if (ctl.signal > 0 && ctl.signal < 65) {
 		kill(-c->pid, (int)ctl.signal);
+	} else if (ctl.rows > 0 && ctl.cols > 0 && c->term) {
+		/* a terminal the agent relays (gVisor); a passed one's master
+		 * side is resized by the client */
+		struct winsize ws = {.ws_row = (unsigned short)ctl.rows, .ws_col = (unsigned short)ctl.cols};
+		ioctl(c->term->fd[0], TIOCSWINSZ, &ws);
 	}
-	/* a resize is applied by the client on the master side */
 	free(msg);
 }
 
@@ -1964,8 +2013,8 @@ static void run(int argc, char **argv)
 			}
 			if (tag == &listener_tag || tag == &signal_tag || tag == &stub_tag || tag == &egress_listener_tag)
 				continue;
-			/* A relay is freed only here, and made only in the pass
-			 * above: a tag of a relay since gone is found in no list. */
+			/* A relay freed meanwhile is in no list; one made since in
+			 * its memory gets a pump it did not need, which is harmless. */
 			struct relay_end *end = relay_of(tag);
 			if (end) {
 				relay_pump(end->r);

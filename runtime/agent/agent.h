@@ -55,6 +55,7 @@ void agent_free_request(struct request *r);
 struct control {
 	long long signal;
 	int kill;
+	long long rows, cols; /* a resize of the terminal the agent relays (gVisor) */
 };
 
 int agent_parse_control(const char *msg, size_t len, struct control *c);

@@ -277,6 +277,22 @@ func (c *Client) execOnce(o sandbox.ExecOptions, req request) (_ sandbox.ExecRes
 			}
 		}
 	}()
+	// A window size goes to a terminal the sandbox's agent relays; it
+	// comes after the start, so after the request was read.
+	if o.Resize != nil {
+		go func() {
+			for {
+				select {
+				case <-done:
+					return
+				case ws := <-o.Resize:
+					if wire.Send(conn, control{Rows: ws.Rows, Cols: ws.Cols}) != nil {
+						return
+					}
+				}
+			}
+		}()
+	}
 	for first := true; ; first = false {
 		var r reply
 		files, err := wire.Receive(conn, &r)

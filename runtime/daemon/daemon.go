@@ -402,6 +402,7 @@ func (d *Daemon) exec(ctx context.Context, p peer, req *request, files []*os.Fil
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	signals := make(chan unix.Signal, 4)
+	resize := make(chan sandbox.WindowSize, 1)
 	go func() {
 		for {
 			var c control
@@ -417,9 +418,16 @@ func (d *Daemon) exec(ctx context.Context, p peer, req *request, files []*os.Fil
 				default:
 				}
 			}
+			if c.Rows > 0 && c.Cols > 0 {
+				select { // only the latest size matters
+				case <-resize:
+				default:
+				}
+				resize <- sandbox.WindowSize{Rows: c.Rows, Cols: c.Cols}
+			}
 		}
 	}()
-	o := sandbox.ExecOptions{Argv: e.Argv, Env: e.Env, CallerEnv: e.CallerEnv, Cwd: e.Cwd, Timeout: e.Timeout, Tty: e.Tty, Rows: e.Rows, Cols: e.Cols, Signals: signals}
+	o := sandbox.ExecOptions{Argv: e.Argv, Env: e.Env, CallerEnv: e.CallerEnv, Cwd: e.Cwd, Timeout: e.Timeout, Tty: e.Tty, Rows: e.Rows, Cols: e.Cols, Signals: signals, Resize: resize}
 	if e.Tty {
 		o.OnTerminal = func(master *os.File) {
 			p.send(reply{Started: true}, int(master.Fd()))

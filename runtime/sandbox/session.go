@@ -694,7 +694,14 @@ type ExecOptions struct {
 	OnTerminal func(master *os.File)
 	// Signals forwards signals to the command's process group.
 	Signals <-chan unix.Signal
+	// Resize passes the caller's new window size to a terminal whose
+	// master side OnTerminal got is not a terminal (gVisor's, relayed
+	// by the agent); a real master side is resized by the caller.
+	Resize <-chan WindowSize
 }
+
+// WindowSize is a terminal's size.
+type WindowSize struct{ Rows, Cols uint16 }
 
 // ExecResult is how a command ended: the protocol's result, so the
 // daemon's clients get the same type.
@@ -784,9 +791,7 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 	if err != nil {
 		return ExecResult{}, err
 	}
-	if _, gvisor := s.container.(*gvisorContainer); gvisor && o.Tty {
-		return ExecResult{}, kindf(spec.ErrInvalid, "session %s runs under engine gvisor, which cannot give a command a terminal yet; run it without -t", s.ID)
-	}
+	_, gvisor := s.container.(*gvisorContainer)
 	req := execRequest{Argv: o.Argv, Env: env, Cwd: s.Cwd(o.Cwd), Tty: o.Tty, Rows: o.Rows, Cols: o.Cols}
 	// A ruled program named by argv[0] is decided here, saving its stub
 	// the round trip; a program it names elsewhere asks through its stub.
@@ -814,17 +819,32 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 		openablePipes(fds)
 	}
 	var relay *stdioRelay
-	if _, gvisor := s.container.(*gvisorContainer); gvisor && !o.Tty {
+	if gvisor && !o.Tty {
 		if fds, relay, err = relayFiles(fds); err != nil {
 			return ExecResult{}, err
 		}
 		defer relay.finish(relayDrain)
+	}
+	// A terminal made in gVisor cannot be passed out of it: the agent
+	// relays its master side to a socket whose other end is the caller's.
+	var term *os.File
+	if gvisor && o.Tty {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return ExecResult{}, err
+		}
+		term = os.NewFile(uintptr(pair[0]), "terminal")
+		defer unix.Close(pair[1])
+		fds = []int{pair[1]}
 	}
 	conn, kills, err := s.send(req, fds)
 	if relay != nil {
 		relay.sent()
 	}
 	if err != nil {
+		if term != nil {
+			term.Close()
+		}
 		return ExecResult{}, err
 	}
 	defer conn.Close()
@@ -834,7 +854,13 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 		var ev execEvent
 		files, err := wire.Receive(conn, &ev)
 		if err != nil {
+			if term != nil {
+				term.Close()
+			}
 			return ExecResult{}, fmt.Errorf("session %s: agent: %w", s.ID, err)
+		}
+		if term != nil {
+			files = append(files, term)
 		}
 		if !ev.Started {
 			wire.CloseAll(files)
@@ -849,7 +875,7 @@ func (s *Session) exec(ctx context.Context, o ExecOptions) (ExecResult, error) {
 			wire.CloseAll(files)
 		}
 	}
-	res, err := s.wait(ctx, conn, timeout, o.Signals, kills)
+	res, err := s.wait(ctx, conn, timeout, o.Signals, o.Resize, kills)
 	res.Duration = time.Since(start)
 	s.touch()
 	return res, err
@@ -884,7 +910,7 @@ func (s *Session) send(req execRequest, fds []int) (*net.UnixConn, uint64, error
 
 // wait waits for the command's end, killing its tree on timeout or when
 // ctx is done. kills is the session's kill count when it started.
-func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Duration, signals <-chan unix.Signal, kills uint64) (ExecResult, error) {
+func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Duration, signals <-chan unix.Signal, resize <-chan WindowSize, kills uint64) (ExecResult, error) {
 	events := make(chan execEvent, 1)
 	errc := make(chan error, 1)
 	go func() {
@@ -940,6 +966,8 @@ func (s *Session) wait(ctx context.Context, conn *net.UnixConn, timeout time.Dur
 			ctx = context.Background()
 		case sig := <-signals:
 			wire.Send(conn, execControl{Signal: int(sig)})
+		case ws := <-resize:
+			wire.Send(conn, execControl{Rows: ws.Rows, Cols: ws.Cols})
 		}
 	}
 }

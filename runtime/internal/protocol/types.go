@@ -123,9 +123,12 @@ type SessionInfo struct {
 	Pool      string    `json:"pool,omitempty"` // key of the warm pool it was claimed from
 }
 
-// Control is what a client sends while its command runs.
+// Control is what a client sends while its command runs: a signal for
+// the command, or (with -t) the caller's new window size.
 type Control struct {
-	Signal int `json:"signal"`
+	Signal int    `json:"signal"`
+	Rows   uint16 `json:"rows,omitempty"`
+	Cols   uint16 `json:"cols,omitempty"`
 }
 
 // PoolRequest configures a warm pool: the policy files it keeps
