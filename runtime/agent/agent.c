@@ -24,6 +24,7 @@
 
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -215,6 +216,8 @@ static int request_member(void *ctx, const char *key, const char *v, const char 
 		return read_bool(v, end, &r->rules);
 	if (!strcmp(key, "egress"))
 		return read_bool(v, end, &r->egress);
+	if (!strcmp(key, "killall"))
+		return read_bool(v, end, &r->killall);
 	if (!strcmp(key, "upstream"))
 		return read_int(v, end, 1, LLONG_MAX, &r->upstream);
 	if (!strcmp(key, "run"))
@@ -1507,6 +1510,8 @@ static struct relay_end *relay_of(void *tag)
 	return NULL;
 }
 
+static void kill_all(struct conn *c);
+
 /* serve handles a connection's first message: a seal or a command. */
 static void serve(struct conn *c)
 {
@@ -1535,6 +1540,12 @@ static void serve(struct conn *c)
 		close_fds(fds, nfds);
 		agent_free_request(&r);
 		rules_channel(c);
+		return;
+	}
+	if (r.killall && !c->stub && agent.gvisor) {
+		close_fds(fds, nfds);
+		agent_free_request(&r);
+		kill_all(c);
 		return;
 	}
 	if (r.egress && !c->stub && agent.egress_listener >= 0) {
@@ -1670,6 +1681,68 @@ static void reap(void)
 			break;
 		}
 	}
+}
+
+/* others counts the sandbox's processes but the agent; alive leaves out
+ * the zombies. */
+static int others(int *alive)
+{
+	DIR *d = opendir("/proc");
+	int n = 0;
+	*alive = 0;
+	if (!d)
+		return 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 1)
+			continue;
+		n++;
+		char path[64], text[512];
+		snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t len = fd < 0 ? -1 : read(fd, text, sizeof text - 1);
+		if (fd >= 0)
+			close(fd);
+		if (len <= 0)
+			continue;
+		text[len] = 0;
+		char *paren = strrchr(text, ')');
+		if (paren && paren[1] == ' ' && paren[2] != 'Z')
+			(*alive)++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* kill_all kills every process of the sandbox but the agent (the host's
+ * `session kill` under gVisor, where the host cannot signal them one by
+ * one), until none is left, reporting each command's end, and answers how
+ * many there were. gVisor's kill(-1) spares the sandbox's init, as Linux's
+ * does. */
+static void kill_all(struct conn *c)
+{
+	int alive, killed = 0;
+	long long deadline = monotonic_ms() + 5000;
+	for (;;) {
+		int n = others(&alive);
+		if (killed == 0)
+			killed = n;
+		if (alive == 0)
+			break;
+		kill(-1, SIGKILL);
+		reap();
+		if (monotonic_ms() > deadline)
+			break;
+		struct timespec ms = {.tv_nsec = 1000000};
+		nanosleep(&ms, NULL);
+	}
+	reap();
+	char msg[64];
+	int len = alive ? snprintf(msg, sizeof msg, "{\"killed\":%d,\"left\":%d}", killed, alive)
+			: snprintf(msg, sizeof msg, "{\"killed\":%d}", killed);
+	wire_send(c->fd, msg, (size_t)len, NULL, 0);
+	drop(c);
 }
 
 static void accept_all(int listener, int stub)

@@ -16,6 +16,9 @@ type execRequest struct {
 	// Egress, alone, opens a gVisor agent's egress channel
 	// (egress_gvisor.go).
 	Egress bool `json:"egress,omitempty"`
+	// KillAll, alone, has a gVisor agent kill every other process of its
+	// sandbox (Session.Kill) and answer with a killAllReply.
+	KillAll bool `json:"killall,omitempty"`
 	// Run is 1 + the ruled program the rules let argv run: where argv[0]
 	// finds that program's stub, the agent runs the program itself.
 	Run int `json:"run,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/runtime/internal/protocol"
+	"github.com/warden-sandbox/warden/runtime/internal/wire"
 	"github.com/warden-sandbox/warden/spec"
 	"golang.org/x/sys/unix"
 )
@@ -75,6 +76,9 @@ func (s *Session) Kill() (int, error) {
 	s.kills++
 	s.mu.Unlock()
 	frozen := s.frozen.Load()
+	if _, gvisor := s.container.(*gvisorContainer); gvisor {
+		return s.killInside(frozen)
+	}
 	// Frozen, the set cannot change under the kill: no fork, no exec. A
 	// sandbox that cannot be frozen is killed all the same, pass after
 	// pass until nothing but its agent is left.
@@ -151,4 +155,58 @@ func (s *Session) killedSince(n uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.kills != n
+}
+
+// killAllReply is a gVisor agent's answer to KillAll: how many processes
+// it killed, and how many still ran when it gave up.
+type killAllReply struct {
+	Killed int `json:"killed"`
+	Left   int `json:"left,omitempty"`
+}
+
+// killInside is Kill under gVisor, whose sandbox's processes the host
+// cannot signal one by one: the agent kills them from inside. A frozen
+// sandbox is thawed for it, and frozen again once the agent has reported
+// the commands' ends.
+func (s *Session) killInside(frozen bool) (int, error) {
+	if frozen {
+		if err := s.container.resume(); err != nil {
+			return 0, fmt.Errorf("session %s: kill: thaw: %w", s.ID, err)
+		}
+	}
+	n, err := func() (int, error) {
+		conn, err := wire.DialPacket(s.socketPath())
+		if err != nil {
+			return 0, fmt.Errorf("agent unreachable: %w", err)
+		}
+		defer conn.Close()
+		if err := wire.Send(conn, execRequest{KillAll: true}); err != nil {
+			return 0, err
+		}
+		conn.SetReadDeadline(time.Now().Add(2 * killWait))
+		var r killAllReply
+		files, err := wire.Receive(conn, &r)
+		wire.CloseAll(files)
+		if err != nil {
+			return 0, err
+		}
+		if r.Left > 0 {
+			return r.Killed, fmt.Errorf("%d processes still run after %s", r.Left, killWait)
+		}
+		return r.Killed, nil
+	}()
+	deadline := time.Now().Add(killWait)
+	for frozen && s.waiting.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if frozen {
+		if perr := s.container.pause(); perr != nil {
+			s.frozen.Store(false)
+			err = errors.Join(err, fmt.Errorf("killed, but could not freeze it again: %w", perr))
+		}
+	}
+	if err != nil {
+		return n, fmt.Errorf("session %s: kill: %w", s.ID, err)
+	}
+	return n, nil
 }
