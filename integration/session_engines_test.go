@@ -284,6 +284,17 @@ func engineIdentityAndExit(t *testing.T, r *wardenRoot, engine string) {
 	if res := r.exec(id, []string{"--timeout", "1s"}, "sleep", "30"); res.Exit != 128+9 || !strings.Contains(res.Stderr, "timeout 1s exceeded") {
 		t.Errorf("timeout: exit %d, stderr %q", res.Exit, res.Stderr)
 	}
+	// Failures in the command's process before its execve come back as
+	// warden's errors, one line each, many times over (the agent's spawn
+	// must not leave anything behind them).
+	for i := 0; i < 20; i++ {
+		if res := r.exec(id, []string{"--cwd", "/no-such-folder"}, "true"); res.Exit != 126 || !strings.Contains(res.Stderr, "working folder /no-such-folder does not exist in the sandbox") {
+			t.Fatalf("a missing working folder: exit %d, stderr %q", res.Exit, res.Stderr)
+		}
+		if res := r.exec(id, nil, "/etc/hostname"); res.Exit != 126 {
+			t.Fatalf("a file that cannot run: exit %d, stderr %q", res.Exit, res.Stderr)
+		}
+	}
 	r.expectAlive(id)
 }
 
