@@ -105,15 +105,18 @@ try:
     reply = s.recv(65536)
 except OSError as e:
     reply = b""
-print("REPLY" if reply else "NONE")
+print(reply.decode() if reply else "NONE")
 `
 	asRoot, err := exec.Command("/usr/bin/python3", "-c", client, sock).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(asRoot)) != "REPLY" {
+	if err != nil || !strings.Contains(string(asRoot), `"sessions"`) {
 		t.Fatalf("root's request: %v, %s", err, asRoot)
 	}
+	// The daemon says why before it closes (docs/protocol.md), which the
+	// client reads if it comes before the request; a request sent first is
+	// never read, and the close resets it. Never an answer to it.
 	asNobody, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", client, sock).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(asNobody)) != "NONE" {
-		t.Errorf("another user's request: %v, %s; want no answer", err, asNobody)
+	if out := strings.TrimSpace(string(asNobody)); err != nil || out != "NONE" && !strings.Contains(out, "the warden daemon serves only its own user: process") {
+		t.Errorf("another user's request: %v, %s; want no answer or the refusal", err, asNobody)
 	}
 	// The daemon goes on serving its own user.
 	if res := r.exec(id, nil, "true"); res.Exit != 0 {
