@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/daemon"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
@@ -157,7 +158,17 @@ func BenchmarkExec(b *testing.B) {
 			"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
 			"--proc", "/proc", "--dev", "/dev", "/bin/true"))
 	}
+	var bwrapRow *benchRow
+	if len(rows) > 0 && strings.HasPrefix(rows[len(rows)-1].name, "bwrap") {
+		bwrapRow = &rows[len(rows)-1]
+	}
+	doRows := benchDo(b, root, policyFile, ws)
+	rows = append(rows, doRows...)
 	printTable(b, "exec latency", rows[0].p50, rows)
+	if bwrapRow != nil {
+		fmt.Printf("warden do /bin/true, warm pool / bwrap fresh sandbox: %.3f (target <= 1.0); cold / bwrap %.3f\n",
+			float64(doRows[0].p50)/float64(bwrapRow.p50), float64(doRows[1].p50)/float64(bwrapRow.p50))
+	}
 	cli, api := rows[1], rows[2]
 	for _, r := range rows {
 		if strings.HasPrefix(r.name, "runc exec") {
@@ -189,6 +200,63 @@ func BenchmarkExec(b *testing.B) {
 		}
 		wg.Wait()
 		fmt.Printf("8 concurrent clients (%s) on one session: %.0f execs/s (target >= 800)\n", c.name, float64(n.Load())/time.Since(start).Seconds())
+	}
+}
+
+// benchDo times `warden do /bin/true` with a warm pool of its policy
+// (refilled between runs, untimed) and cold (no pool), each run a CLI
+// process as a tool would start it.
+func benchDo(b *testing.B, root, policyFile, ws string) []benchRow {
+	const runs = 100
+	c := &daemon.Client{Root: root, Binary: wardenBinary}
+	pool := daemon.PoolRequest{Files: []string{policyFile}, Vars: policies.Vars{SkillDir: filepath.Dir(policyFile)}, Size: 2}
+	if home, err := os.UserHomeDir(); err == nil {
+		pool.Vars.Home = home
+	}
+	if _, err := c.FillPool(pool); err != nil {
+		b.Fatal(err)
+	}
+	full := func(int) error {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Millisecond) {
+			pools, err := c.Pools()
+			if err != nil {
+				return err
+			}
+			if len(pools) == 1 && pools[0].Ready == pools[0].Size && pools[0].Refilling == 0 {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the pool never refilled: %+v", pools)
+			}
+		}
+	}
+	do := runQuiet(wardenBinary, "--root", root, "do", "--policy", policyFile, "--workspace", ws, "--", "/bin/true")
+	before, err := c.Pools()
+	if err != nil {
+		b.Fatal(err)
+	}
+	warm50, warm99, err := timed(runs, full, func(int) error { return do() }, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	after, err := c.Pools()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if hits := after[0].Hits - before[0].Hits; hits != runs {
+		b.Fatalf("warden do took %d of %d runs from the pool", hits, runs)
+	}
+	pool.Size = 0
+	if _, err := c.DrainPool(&pool); err != nil {
+		b.Fatal(err)
+	}
+	cold50, cold99, err := timed(runs/2, nil, func(int) error { return do() }, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return []benchRow{
+		{"warden do /bin/true, warm pool", warm50, warm99, "target p50 <= bwrap's"},
+		{"warden do /bin/true, cold (no pool)", cold50, cold99, ""},
 	}
 }
 

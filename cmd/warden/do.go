@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/runtime/daemon"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
@@ -39,6 +43,17 @@ func doRun(cliContext *cli.Context) (*sandbox.ExecResult, error) {
 	if err != nil {
 		return nil, inputError(err)
 	}
+	cfg := sandbox.SessionConfig{ID: "do-" + randomID(), Policy: p, Vars: vars}
+	o := execOptions(cliContext)
+	if poolFirst(cliContext) {
+		res, err := poolClient(cliContext).Do(cfg, o)
+		if !errors.Is(err, daemon.ErrNotPooled) {
+			if err != nil {
+				return nil, err
+			}
+			return &res, nil
+		}
+	}
 	rt, err := newRuntime(cliContext)
 	if err != nil {
 		return nil, err
@@ -48,16 +63,54 @@ func doRun(cliContext *cli.Context) (*sandbox.ExecResult, error) {
 	if err := rt.OpenAudit(); err != nil {
 		return nil, err
 	}
-	s, err := rt.Create(sandbox.SessionConfig{ID: "do-" + randomID(), Policy: p, Vars: vars})
+	s, err := rt.Create(cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	res, err := s.Exec(context.Background(), execOptions(cliContext))
+	res, err := s.Exec(context.Background(), o)
 	if err != nil {
 		return nil, err
 	}
 	return &res, nil
+}
+
+// poolFirst says whether do asks the root's daemon for a warm sandbox
+// before it makes one: when a daemon runs (none is started for a do) and
+// the C fast path has not asked it already. That one (fastexec.c) takes a
+// do with one --policy file, no --result and no --engine (nor a global
+// one, nor WARDEN_ENGINE), and asks whenever it can; on the rare command
+// lines it gives up on before asking (a root it does not take as written,
+// text that is not UTF-8) the command runs cold, as without a pool.
+func poolFirst(cliContext *cli.Context) bool {
+	if !filepath.IsAbs(cliContext.String("root")) {
+		return false // refused below, as before pools served do
+	}
+	if os.Getenv("WARDEN_FASTPATH") == "off" || os.Getenv("WARDEN_ENGINE") != "" || !onlyRootGlobal(os.Args[1:]) {
+		return true
+	}
+	return len(cliContext.StringSlice("policy")) > 1 || cliContext.IsSet("result") || cliContext.IsSet("engine")
+}
+
+// onlyRootGlobal reports whether the global flags before the command name
+// are --root alone, as the C fast path takes them.
+func onlyRootGlobal(args []string) bool {
+	for i := 0; i < len(args) && strings.HasPrefix(args[i], "-"); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if name != "root" {
+			return false
+		}
+		if !hasValue {
+			i++
+		}
+	}
+	return true
+}
+
+// poolClient reaches the root's daemon for a one-shot run; it never
+// starts one.
+func poolClient(cliContext *cli.Context) *daemon.Client {
+	return &daemon.Client{Root: cliContext.String("root")}
 }
 
 // execOptions are the command and its stdio: the caller's own descriptors.

@@ -10,6 +10,17 @@
 // duration or one below 1ms, a root that is not a plain absolute path)
 // returns before a single byte is sent, and the Go CLI handles it. Text
 // that is not UTF-8 is refused here as the Go CLI refuses it.
+// The same goes for a one-shot run through a warm pool,
+//
+//	warden [--root DIR] do --policy FILE [--workspace DIR] [--skill-dir DIR] [--data-dir DIR]
+//	       [--timeout D] [--env N=V]... [--cwd DIR] [--] CMD...
+//
+// sent as the do op with the policy file's text and the folders the Go CLI
+// would work out (filepath.Abs, $SKILL_DIR the policy file's folder, $HOME).
+// When the daemon answers that no pool serves it (not_pooled, or a daemon
+// that does not know the op), nothing ran: the constructor returns and the
+// Go CLI runs the command cold. WARDEN_ENGINE (which would strengthen the
+// policy) leaves a do to the Go CLI.
 // WARDEN_FASTPATH=off turns the fast path off.
 
 #define _GNU_SOURCE
@@ -23,7 +34,9 @@
 #include <string.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -152,6 +165,7 @@ int fastexec_parse_duration(const char *s, int64_t *out)
 struct reply {
 	int has_error, started, has_result, exit_code;
 	struct buf error;        /* the reply's own error: warden failed */
+	struct buf code;         /* its code */
 	struct buf result_error; /* the result's: why the command ended so */
 };
 
@@ -181,6 +195,10 @@ static int reply_member(void *ctx, const char *key, const char *v, const char *e
 		r->error.len = 0;
 		return json_read_string(v, end, &r->error) ? 0 : -1;
 	}
+	if (strcmp(key, "code") == 0) {
+		r->code.len = 0;
+		return json_read_string(v, end, &r->code) ? 0 : -1;
+	}
 	if (strcmp(key, "started") == 0) {
 		r->started = end - v >= 4 && strncmp(v, "true", 4) == 0;
 	} else if (strcmp(key, "result") == 0 && !json_literal(v, end, "null")) {
@@ -192,7 +210,7 @@ static int reply_member(void *ctx, const char *key, const char *v, const char *e
 
 /* fastexec_parse_reply reads one reply of the daemon. It returns -1 when
  * the message is not valid. */
-int fastexec_parse_reply(const char *msg, size_t len, int *has_error, char **error, int *has_result,
+int fastexec_parse_reply(const char *msg, size_t len, int *has_error, char **error, char **code, int *has_result,
 			 int *exit_code, char **result_error)
 {
 	struct reply r = {0};
@@ -200,19 +218,116 @@ int fastexec_parse_reply(const char *msg, size_t len, int *has_error, char **err
 	int rc = start < msg + len && *start == '{' ? json_for_each_member(msg, msg + len, &r, reply_member) : -1;
 	if (rc == 0)
 		rc = json_whole(msg, len);
-	if (r.error.failed || r.result_error.failed)
+	if (r.error.failed || r.result_error.failed || r.code.failed)
 		rc = -1;
 	*has_error = r.has_error;
 	*has_result = r.has_result;
 	*exit_code = r.exit_code;
 	*error = r.error.p ? r.error.p : strdup("");
+	*code = r.code.p ? r.code.p : strdup("");
 	*result_error = r.result_error.p ? r.result_error.p : strdup("");
 	return rc;
+}
+
+/* ---- paths, as Go's path/filepath makes them --------------------- */
+
+/* fastexec_clean is filepath.Clean: the shortest lexical equivalent. */
+char *fastexec_clean(const char *path)
+{
+	size_t n = strlen(path);
+	if (n == 0)
+		return strdup(".");
+	char *out = malloc(n + 2);
+	if (!out)
+		return NULL;
+	int rooted = path[0] == '/';
+	size_t r = 0, w = 0, dotdot = 0;
+	if (rooted) {
+		out[w++] = '/';
+		r = dotdot = 1;
+	}
+	while (r < n) {
+		if (path[r] == '/') {
+			r++;
+		} else if (path[r] == '.' && (r + 1 == n || path[r + 1] == '/')) {
+			r++;
+		} else if (path[r] == '.' && path[r + 1] == '.' && (r + 2 == n || path[r + 2] == '/')) {
+			r += 2;
+			if (w > dotdot) {
+				w--;
+				while (w > dotdot && out[w] != '/')
+					w--;
+			} else if (!rooted) {
+				if (w > 0)
+					out[w++] = '/';
+				out[w++] = '.';
+				out[w++] = '.';
+				dotdot = w;
+			}
+		} else {
+			if ((rooted && w != 1) || (!rooted && w != 0))
+				out[w++] = '/';
+			for (; r < n && path[r] != '/'; r++)
+				out[w++] = path[r];
+		}
+	}
+	if (w == 0)
+		out[w++] = '.';
+	out[w] = 0;
+	return out;
+}
+
+/* go_getwd is os.Getwd: $PWD when it names the working folder. */
+static char *go_getwd(void)
+{
+	const char *pwd = getenv("PWD");
+	struct stat a, b;
+	if (pwd && pwd[0] == '/' && stat(pwd, &a) == 0 && stat(".", &b) == 0 && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino)
+		return strdup(pwd);
+	return getcwd(NULL, 0);
+}
+
+/* fastexec_abs is filepath.Abs. */
+char *fastexec_abs(const char *path)
+{
+	if (path[0] == '/')
+		return fastexec_clean(path);
+	char *wd = go_getwd();
+	if (!wd)
+		return NULL;
+	size_t n = strlen(wd) + strlen(path) + 2;
+	char *joined = malloc(n);
+	char *out = NULL;
+	if (joined) {
+		snprintf(joined, n, "%s/%s", wd, path);
+		out = fastexec_clean(joined);
+	}
+	free(joined);
+	free(wd);
+	return out;
+}
+
+/* fastexec_dir is filepath.Dir. */
+char *fastexec_dir(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return strdup(".");
+	char *head = strndup(path, (size_t)(slash - path + 1));
+	if (!head)
+		return NULL;
+	char *out = fastexec_clean(head);
+	free(head);
+	return out;
 }
 
 /* ---- the command line ----------------------------------------------- */
 
 struct request {
+	int do_run; /* warden do, not exec */
+	const char *policy, *workspace, *skill_dir, *data_dir;
+	int npolicy;
 	const char *root, *session, *cwd;
 	int64_t timeout;
 	char **env;
@@ -238,8 +353,9 @@ static int parse_args(int argc, char **argv, struct request *r)
 		}
 		r->root = value;
 	}
-	if (i >= argc || strcmp(argv[i], "exec") != 0)
+	if (i >= argc || (strcmp(argv[i], "exec") != 0 && strcmp(argv[i], "do") != 0))
 		return -1;
+	r->do_run = strcmp(argv[i], "do") == 0;
 	r->env = calloc((size_t)argc, sizeof *r->env);
 	if (!r->env)
 		return -1;
@@ -253,16 +369,29 @@ static int parse_args(int argc, char **argv, struct request *r)
 			break;
 		if (cli_flag(a, name, sizeof name, &value))
 			return -1;
-		int known = !strcmp(name, "session") || !strcmp(name, "s") || !strcmp(name, "timeout") ||
-			    !strcmp(name, "env") || !strcmp(name, "e") || !strcmp(name, "cwd");
+		int known = !strcmp(name, "timeout") || !strcmp(name, "env") || !strcmp(name, "e") || !strcmp(name, "cwd");
+		if (r->do_run)
+			known = known || !strcmp(name, "policy") || !strcmp(name, "p") || !strcmp(name, "workspace") ||
+				!strcmp(name, "w") || !strcmp(name, "skill-dir") || !strcmp(name, "data-dir");
+		else
+			known = known || !strcmp(name, "session") || !strcmp(name, "s");
 		if (!known)
-			return -1; /* --tty, --policy, --help, a typo: the Go CLI's */
+			return -1; /* --tty, --policy, --result, --help, a typo: the Go CLI's */
 		if (!value) {
 			if (++i >= argc)
 				return -1;
 			value = argv[i];
 		}
-		if (!strcmp(name, "session") || !strcmp(name, "s")) {
+		if (!strcmp(name, "policy") || !strcmp(name, "p")) {
+			r->policy = value;
+			r->npolicy++;
+		} else if (!strcmp(name, "workspace") || !strcmp(name, "w")) {
+			r->workspace = value;
+		} else if (!strcmp(name, "skill-dir")) {
+			r->skill_dir = value;
+		} else if (!strcmp(name, "data-dir")) {
+			r->data_dir = value;
+		} else if (!strcmp(name, "session") || !strcmp(name, "s")) {
 			r->session = value;
 		} else if (!strcmp(name, "cwd")) {
 			r->cwd = value;
@@ -274,7 +403,10 @@ static int parse_args(int argc, char **argv, struct request *r)
 			r->env[r->nenv++] = (char *)value; /* as written: commas, spaces */
 		}
 	}
-	if (!r->session || !*r->session || i >= argc)
+	const char *engine = getenv("WARDEN_ENGINE"); /* it would strengthen a do's policy */
+	if (r->do_run ? r->npolicy != 1 || (engine && *engine) : !r->session || !*r->session)
+		return -1;
+	if (i >= argc)
 		return -1;
 	r->argv = argv + i;
 	r->argc = argc - i;
@@ -334,6 +466,119 @@ static int plain_root(const char *root)
 	       strcmp(root + n - 2, "/.") != 0 && (n < 3 || strcmp(root + n - 3, "/..") != 0);
 }
 
+/* read_policy is policies.ReadFile's text of a regular file of at most
+ * 1 MiB, as UTF-8 without NUL bytes; NULL for anything else (the Go CLI
+ * says what is wrong). */
+static char *read_policy(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	char *text = NULL;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size <= MAX_POLICY_FILE) {
+		text = malloc((size_t)st.st_size + 1);
+		ssize_t n = text ? read(fd, text, (size_t)st.st_size + 1) : -1;
+		if (n != st.st_size) {
+			free(text);
+			text = NULL;
+		} else {
+			text[n] = 0;
+			if (strlen(text) != (size_t)n || !fastexec_valid_utf8(text)) {
+				free(text);
+				text = NULL;
+			}
+		}
+	}
+	close(fd);
+	return text;
+}
+
+/* folder makes a folder flag's value absolute, as the Go CLI does, and
+ * checks it is an existing folder named in UTF-8; NULL otherwise. */
+static char *folder(const char *value)
+{
+	char *abs = fastexec_abs(value);
+	struct stat st;
+	if (abs && (!fastexec_valid_utf8(abs) || stat(abs, &st) != 0 || !S_ISDIR(st.st_mode))) {
+		free(abs);
+		return NULL;
+	}
+	return abs;
+}
+
+/* put_do writes the id and create part of a do request: the policy file's
+ * text and the folders the Go CLI would give (loadSandboxPolicy). It
+ * returns -1 to leave the command to the Go CLI. */
+static int put_do(struct buf *req, const struct request *r)
+{
+	unsigned char rnd[6];
+	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+		return -1;
+	char id[16];
+	snprintf(id, sizeof id, "do-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+	char *text = read_policy(r->policy);
+	char *policy_dir = fastexec_dir(r->policy);
+	char *skill = r->skill_dir && *r->skill_dir ? folder(r->skill_dir) : policy_dir ? folder(policy_dir) : NULL;
+	char *work = r->workspace && *r->workspace ? folder(r->workspace) : strdup("");
+	char *data = r->data_dir && *r->data_dir ? folder(r->data_dir) : strdup("");
+	const char *home = getenv("HOME");
+	int rc = -1;
+	if (text && skill && work && data && (!home || fastexec_valid_utf8(home))) {
+		buf_puts(req, ",\"op\":\"do\",\"id\":");
+		json_put_string(req, id);
+		buf_puts(req, ",\"create\":{\"policyToml\":");
+		json_put_string(req, text);
+		buf_puts(req, ",\"vars\":{\"SkillDir\":");
+		json_put_string(req, skill);
+		buf_puts(req, ",\"WorkDir\":");
+		json_put_string(req, work);
+		buf_puts(req, ",\"DataDir\":");
+		json_put_string(req, data);
+		buf_puts(req, ",\"Home\":");
+		json_put_string(req, home ? home : "");
+		buf_puts(req, "}}");
+		rc = 0;
+	}
+	free(text);
+	free(policy_dir);
+	free(skill);
+	free(work);
+	free(data);
+	return rc;
+}
+
+/* not_run reports whether a do's error reply says that nothing ran, so
+ * the Go CLI is to run the command cold: no pool serves it, the daemon is
+ * older than the op or the version, or had no connection for it. */
+static int not_run(const char *code, const char *error)
+{
+	return !strcmp(code, "not_pooled") || !strcmp(code, "unsupported_version") ||
+	       !strcmp(code, "daemon_unavailable") ||
+	       (!strcmp(code, "invalid_input") && strstr(error, "unknown operation \"do\""));
+}
+
+/* fall_back undoes what the fast path set up for a do the daemon did not
+ * run, so the Go CLI starts as if it had never been tried; a signal that
+ * came meanwhile ends warden as it would have before the request. */
+static void fall_back(int sock, int signal)
+{
+	if (signal) {
+		const char *name = sigabbrev_np(signal);
+		dprintf(2, "warden: stopped by SIG%s before the warden daemon took the request\n", name ? name : "?");
+		_exit(128 + signal);
+	}
+	struct sigaction sa = {.sa_handler = SIG_DFL};
+	sigemptyset(&sa.sa_mask);
+	int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+	for (size_t k = 0; k < sizeof forwarded / sizeof forwarded[0]; k++)
+		sigaction(forwarded[k], &sa, NULL);
+	close(signal_pipe[0]);
+	close(signal_pipe[1]);
+	signal_pipe[0] = signal_pipe[1] = -1;
+	close(sock);
+}
+
 static void run(struct request *r, char **envp)
 {
 	for (int fd = 0; fd < 3; fd++)
@@ -344,8 +589,15 @@ static void run(struct request *r, char **envp)
 	struct buf req = {0};
 	buf_puts(&req, "{\"v\":");
 	json_put_int(&req, FASTEXEC_PROTOCOL_VERSION);
-	buf_puts(&req, ",\"op\":\"exec\",\"id\":");
-	json_put_string(&req, r->session);
+	if (r->do_run) {
+		if (put_do(&req, r) < 0) {
+			free(req.p);
+			return;
+		}
+	} else {
+		buf_puts(&req, ",\"op\":\"exec\",\"id\":");
+		json_put_string(&req, r->session);
+	}
 	buf_puts(&req, ",\"exec\":{\"argv\":");
 	json_put_strings(&req, r->argv, r->argc);
 	if (r->nenv) {
@@ -408,8 +660,14 @@ static void run(struct request *r, char **envp)
 		sigaction(forwarded[k], &sa, NULL);
 
 	int stdio[3] = {0, 1, 2};
-	if (wire_send(sock, req.p, req.len, stdio, 3) < 0)
+	if (wire_send(sock, req.p, req.len, stdio, 3) < 0) {
+		if (r->do_run && (errno == EPIPE || errno == ECONNRESET)) {
+			free(req.p);
+			fall_back(sock, 0);
+			return; /* no daemon read it */
+		}
 		fail("warden daemon", strerror(errno));
+	}
 	free(req.p);
 
 	char *msg = malloc(MAX_MESSAGE + 1);
@@ -442,7 +700,8 @@ static void run(struct request *r, char **envp)
 				char ctl[32];
 				int len = snprintf(ctl, sizeof ctl, "{\"signal\":%d}", sigs[j]);
 				wire_send(sock, ctl, (size_t)len, NULL, 0);
-				sent_signal = 1;
+				if (!sent_signal)
+					sent_signal = sigs[j];
 			}
 		}
 		if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -450,14 +709,28 @@ static void run(struct request *r, char **envp)
 		ssize_t len = wire_receive(sock, msg, MAX_MESSAGE + 1, NULL, NULL);
 		if (len == -2)
 			fail("warden daemon", "message too large");
+		if (len < 0 && r->do_run && errno == ECONNRESET && !sent_signal) {
+			free(msg);
+			fall_back(sock, 0);
+			return; /* no daemon read it */
+		}
 		if (len < 0)
 			fail("warden daemon", strerror(errno));
 		if (len == 0)
 			fail("warden daemon", "EOF");
 		int has_error, has_result, code;
-		char *error, *result_error;
-		if (fastexec_parse_reply(msg, (size_t)len, &has_error, &error, &has_result, &code, &result_error))
+		char *error, *error_code, *result_error;
+		if (fastexec_parse_reply(msg, (size_t)len, &has_error, &error, &error_code, &has_result, &code, &result_error))
 			fail("warden daemon", "malformed reply");
+		if (has_error && r->do_run && not_run(error_code, error)) {
+			free(error);
+			free(error_code);
+			free(result_error);
+			free(msg);
+			fall_back(sock, sent_signal);
+			return;
+		}
+		free(error_code);
 		if (has_error && *error) {
 			dprintf(2, "warden: %s\n", error);
 			_exit(EXIT_WARDEN);

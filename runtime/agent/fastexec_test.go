@@ -2,11 +2,14 @@ package agent
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/warden-sandbox/warden/policies"
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
@@ -93,4 +96,39 @@ func FuzzValidUTF8(f *testing.F) {
 			t.Errorf("%q: C %v, Go %v", s, got, want)
 		}
 	})
+}
+
+// The C fast path's do must name the folders the Go CLI names:
+// filepath.Clean, Abs and Dir, byte for byte.
+func TestPaths(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PWD", wd)
+	for _, p := range []string{
+		"", ".", "..", "/", "//", "/..", "/../a", "a", "a/", "a//b", "./a", "a/./b", "a/../b", "a/b/../../..",
+		"../../x", "/a/b/../c/./d/", "/a/../../b", "a/..", "x/../../y/./z//", "policy.toml", "/srv/skills/web/policy.toml",
+		"skills/../web/p.toml", "...", "a/.../b", ".a/..b/",
+	} {
+		if got, want := cleanPath(p), filepath.Clean(p); got != want {
+			t.Errorf("Clean(%q): C %q, Go %q", p, got, want)
+		}
+		if got, want := dirPath(p), filepath.Dir(p); got != want {
+			t.Errorf("Dir(%q): C %q, Go %q", p, got, want)
+		}
+		if p == "" {
+			continue
+		}
+		want, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := absPath(p); got != want {
+			t.Errorf("Abs(%q): C %q, Go %q", p, got, want)
+		}
+	}
+	if maxPolicyFile != policies.MaxPolicyFile {
+		t.Errorf("the C fast path reads policies of up to %d bytes, policies.MaxPolicyFile is %d", maxPolicyFile, policies.MaxPolicyFile)
+	}
 }

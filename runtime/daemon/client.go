@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -209,7 +211,7 @@ func (c *Client) Exec(session sandbox.SessionConfig, o sandbox.ExecOptions) (san
 	// long as a client waits for a daemon to come up.
 	deadline := time.Now().Add(protocol.ResendFor)
 	for {
-		res, unheard, err := c.execOnce(o, req)
+		res, unheard, err := c.execOnce(c.dialer(), o, req)
 		if !unheard || time.Now().After(deadline) {
 			return res, err
 		}
@@ -217,9 +219,90 @@ func (c *Client) Exec(session sandbox.SessionConfig, o sandbox.ExecOptions) (san
 	}
 }
 
-// execOnce is one attempt of Exec; unheard says the daemon never read req.
-func (c *Client) execOnce(o sandbox.ExecOptions, req request) (_ sandbox.ExecResult, unheard bool, _ error) {
-	conn, err := c.dialer().Connect(context.Background(), o.Signals)
+// Do runs a one-shot command in a ready sandbox of the daemon's warm
+// pools, which is discarded after (the do op); cfg names the sandbox's id,
+// policy and folders, which a pool must match. It never starts a daemon.
+// An error that is ErrNotPooled says that nothing ran: no daemon, no pool
+// that serves cfg, or a daemon older than the op; the caller runs the
+// command cold. o is as for Exec, without a terminal.
+func (c *Client) Do(cfg sandbox.SessionConfig, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
+	if cfg.Policy == nil {
+		return sandbox.ExecResult{}, &Error{Code: CodeInvalidInput, Message: fmt.Sprintf("%v: one-shot run %s: no policy", spec.ErrInvalid, cfg.ID)}
+	}
+	if err := sandbox.CheckExec(o.Argv, o.Env, o.Cwd, o.Timeout); err != nil {
+		return sandbox.ExecResult{}, &Error{Code: CodeOf(err), Message: err.Error()}
+	}
+	create, err := createPart(cfg)
+	if err != nil {
+		return sandbox.ExecResult{}, &Error{Code: CodeInvalidInput, Message: err.Error()}
+	}
+	// A signal relayed to a daemon that then answers not_pooled reached
+	// no command: it ends the call as if it had come before the request.
+	// The relay ends with the call: a caller that runs the command cold
+	// next reads its signals itself.
+	var first atomic.Int32
+	if in := o.Signals; in != nil {
+		out, done := make(chan unix.Signal, 4), make(chan struct{})
+		defer close(done)
+		go func() {
+			for {
+				select {
+				case <-done:
+					return
+				case s, ok := <-in:
+					if !ok {
+						return
+					}
+					first.CompareAndSwap(0, int32(s))
+					select {
+					case out <- s:
+					case <-done:
+						return
+					}
+				}
+			}
+		}()
+		o.Signals = out
+	}
+	e := execRequest{Argv: o.Argv, Env: o.Env, CallerEnv: sandbox.UTF8Env(o.CallerEnv), Cwd: o.Cwd, Timeout: o.Timeout}
+	req := request{V: ProtocolVersion, Op: "do", ID: cfg.ID, Create: create, Exec: &e}
+	dialer := c.dialer()
+	dialer.NoStart = true
+	res, unheard, err := c.execOnce(dialer, o, req)
+	if err == nil || !oneShotNotRun(err, unheard) {
+		return res, err
+	}
+	if s := first.Load(); s != 0 {
+		return sandbox.ExecResult{}, &SignalError{Signal: unix.Signal(s)}
+	}
+	return sandbox.ExecResult{}, &Error{Code: CodeNotPooled, Message: err.Error()}
+}
+
+// oneShotNotRun reports whether a do call's failure means that nothing ran,
+// so the command is to run cold: no daemon, one that did not read the
+// request or had no connection free, one older than the op or than the
+// request's version, or not_pooled itself.
+func oneShotNotRun(err error, unheard bool) bool {
+	var e *Error
+	if unheard || !errors.As(err, &e) {
+		return unheard
+	}
+	switch e.Code {
+	case CodeNotPooled, CodeUnsupportedVersion:
+		return true
+	case CodeDaemonUnavailable:
+		// Not a connection that broke after the request was read.
+		return !strings.HasPrefix(e.Message, "warden daemon: ")
+	case CodeInvalidInput:
+		return strings.Contains(e.Message, `unknown operation "do"`)
+	}
+	return false
+}
+
+// execOnce is one attempt of Exec (or Do); unheard says the daemon never
+// read req.
+func (c *Client) execOnce(dialer *protocol.Dialer, o sandbox.ExecOptions, req request) (_ sandbox.ExecResult, unheard bool, _ error) {
+	conn, err := dialer.Connect(context.Background(), o.Signals)
 	if err != nil {
 		return sandbox.ExecResult{}, false, err
 	}

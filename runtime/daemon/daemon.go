@@ -53,6 +53,7 @@ type daemonSession struct {
 	running int  // commands in flight
 	execs   int  // commands run through this daemon
 	removed bool // by `session rm --force` while commands ran
+	oneShot bool // a do's sandbox: its one command only, then discarded
 	// commands are those running now, for the stats op.
 	commands map[*execRequest]running
 }
@@ -265,6 +266,9 @@ func (d *Daemon) handle(ctx context.Context, p peer) {
 	case "exec":
 		d.exec(ctx, p, &req, files)
 		return
+	case "do":
+		d.do(ctx, p, &req, files)
+		return
 	case "list":
 		answer.Sessions = d.list()
 	case "stats":
@@ -313,6 +317,9 @@ func (d *Daemon) create(id string, c *createRequest, existingOK bool) (*daemonSe
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s, ok := d.sessions[id]; ok {
+		if s.oneShot {
+			return nil, fmt.Errorf("%w: %s is a one-shot run (warden do), which runs its one command only", sandbox.ErrSessionExists, id)
+		}
 		if !existingOK {
 			return nil, fmt.Errorf("%w: %s; pick another id or remove it with `warden session rm %s`", sandbox.ErrSessionExists, id, id)
 		}
@@ -386,6 +393,18 @@ func (d *Daemon) exec(ctx context.Context, p peer, req *request, files []*os.Fil
 		fail(err)
 		return
 	}
+	res, err := d.run(ctx, p, s, e, stdio, stdioDone, true)
+	if err != nil {
+		fail(err)
+		return
+	}
+	p.send(reply{Result: &res})
+}
+
+// run runs e in s with the given stdio and returns how it ended; signals
+// and window sizes the client sends reach the command, and the client
+// going away kills it. startLine writes the exec.start audit line first.
+func (d *Daemon) run(ctx context.Context, p peer, s *daemonSession, e *execRequest, stdio [3]*os.File, stdioDone func(), startLine bool) (sandbox.ExecResult, error) {
 	d.mu.Lock()
 	s.running++
 	s.execs++
@@ -396,8 +415,10 @@ func (d *Daemon) exec(ctx context.Context, p peer, req *request, files []*os.Fil
 	d.mu.Unlock()
 	// The exec line comes when the command ends; this one says it
 	// started, should the daemon die (kill -9) before then.
-	d.audit.Write(sandbox.AuditRecord{Event: "exec.start", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
-		Argv: e.Argv, Cwd: s.Cwd(e.Cwd)})
+	if startLine {
+		d.audit.Write(sandbox.AuditRecord{Event: "exec.start", Session: s.ID, Policy: s.PolicyName, PolicyHash: s.PolicyHash,
+			Argv: e.Argv, Cwd: s.Cwd(e.Cwd)})
+	}
 	// The client going away (or a signal it forwards) reaches the command.
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -453,11 +474,7 @@ func (d *Daemon) exec(ctx context.Context, p peer, req *request, files []*os.Fil
 			res.Error = why
 		}
 	}
-	if err != nil {
-		fail(err)
-		return
-	}
-	p.send(reply{Result: &res})
+	return res, err
 }
 
 func (d *Daemon) list() []SessionInfo {

@@ -26,6 +26,7 @@ const (
 	CodeAuditUnwritable    = protocol.CodeAuditUnwritable
 	CodeInterrupted        = protocol.CodeInterrupted
 	CodeUnsupportedVersion = protocol.CodeUnsupportedVersion
+	CodeNotPooled          = protocol.CodeNotPooled
 	CodeInternal           = protocol.CodeInternal
 )
 
@@ -46,6 +47,9 @@ type SignalError = protocol.SignalError
 // ErrUnsupportedVersion is the refusal of a request in a protocol version
 // the daemon does not speak.
 var ErrUnsupportedVersion = protocol.ErrUnsupportedVersion
+
+// ErrNotPooled: no warm sandbox serves a one-shot call (do); nothing ran.
+var ErrNotPooled = protocol.ErrNotPooled
 
 // errSessionBusy marks a remove refused for the commands a session runs.
 var errSessionBusy = protocol.ErrSessionBusy

@@ -29,6 +29,7 @@ func TestCodeOf(t *testing.T) {
 		{&policies.Error{File: "p.toml", Line: 3, Key: "fs.read", Msg: "bad"}, CodeInvalidInput},
 		{kindf(errSessionBusy, "session x has 1 command(s) running"), CodeSessionBusy},
 		{kindf(ErrUnsupportedVersion, "protocol version 9"), CodeUnsupportedVersion},
+		{notPooled("this daemon keeps no pool"), CodeNotPooled},
 		{&SignalError{Signal: 15}, CodeInterrupted},
 		{fmt.Errorf("wrapped: %w", &Error{Code: CodeDaemonUnavailable, Message: "m"}), CodeDaemonUnavailable},
 		{errors.New("mkdir /x: read-only file system"), CodeInternal},

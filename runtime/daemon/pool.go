@@ -294,6 +294,19 @@ func (ps *pools) take(key, policyHash string) *sandbox.Pooled {
 	return nil
 }
 
+// hasPolicy reports whether a pool keeps sandboxes of the policy with
+// this hash (for whichever folders).
+func (ps *pools) hasPolicy(hash string) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, pl := range ps.byName {
+		if pl.policy != nil && pl.policy.Hash() == hash {
+			return true
+		}
+	}
+	return false
+}
+
 // refillGrace is how long after a claim the refill waits: a new session's
 // first command usually follows its create at once, and a refill (a
 // container start) running beside it slows both on a small machine.

@@ -36,6 +36,7 @@ func protocolMessages() map[string]any {
 		"request-ping":        request{V: 1, Op: "ping"},
 		"request-create":      request{V: 1, Op: "create", ID: "chat-7", Create: &createRequest{PolicyTOML: "name = \"web\"\n", Vars: vars}},
 		"request-exec":        request{V: 1, Op: "exec", ID: "chat-7", Create: &createRequest{PolicyTOML: "name = \"web\"\n", Vars: vars}, Exec: &execRequest{Argv: []string{"sh", "-c", "echo hi"}, Env: []string{"LANG=C.UTF-8"}, CallerEnv: []string{"TZ=UTC"}, Cwd: "sub", Timeout: 5 * time.Second, Tty: true, Rows: 24, Cols: 80}},
+		"request-do":          request{V: 1, Op: "do", ID: "do-3f2a9c1b7e04", Create: &createRequest{PolicyTOML: "name = \"web\"\n", Vars: vars}, Exec: &execRequest{Argv: []string{"sh", "-c", "echo hi"}, Env: []string{"LANG=C.UTF-8"}, CallerEnv: []string{"TZ=UTC"}, Cwd: "sub", Timeout: 5 * time.Second}},
 		"request-list":        request{V: 1, Op: "list"},
 		"request-remove":      request{V: 1, Op: "remove", ID: "chat-7", Force: true},
 		"request-gc":          request{V: 1, Op: "gc"},
@@ -112,7 +113,7 @@ func TestProtocolSchema(t *testing.T) {
 		t.Errorf("testdata/protocol has %d files for %d messages: remove the stale ones", len(files), len(msgs))
 	}
 	// Every op the daemon serves has its request.
-	for _, op := range []string{"ping", "create", "exec", "list", "remove", "gc", "pool.fill", "pool.status", "pool.drain", "freeze", "thaw", "kill", "freeze.all", "thaw.all", "stats", "approvals.ls", "approvals.wait", "approvals.approve", "approvals.deny"} {
+	for _, op := range []string{"ping", "create", "exec", "do", "list", "remove", "gc", "pool.fill", "pool.status", "pool.drain", "freeze", "thaw", "kill", "freeze.all", "thaw.all", "stats", "approvals.ls", "approvals.wait", "approvals.approve", "approvals.deny"} {
 		if _, ok := msgs["request-"+op]; !ok {
 			t.Errorf("no golden request for op %s", op)
 		}

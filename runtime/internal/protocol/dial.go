@@ -25,6 +25,8 @@ type Dialer struct {
 	Root string
 	// Binary is the warden binary to start the daemon from.
 	Binary string
+	// NoStart leaves a root without a daemon as it is: dialing it fails.
+	NoStart bool
 }
 
 // dial connects to the daemon, starting it if needed. A signal on signals,
@@ -32,8 +34,8 @@ type Dialer struct {
 func (c *Dialer) dial(ctx context.Context, signals <-chan unix.Signal) (*net.UnixConn, error) {
 	sock := SocketPath(c.Root)
 	conn, err := wire.DialPacket(sock)
-	if err == nil {
-		return conn, nil
+	if err == nil || c.NoStart {
+		return conn, err
 	}
 	d, err := c.startDaemon()
 	if err != nil {

@@ -62,6 +62,11 @@ const (
 	// CodeUnsupportedVersion: the request's protocol version is one this
 	// daemon does not speak.
 	CodeUnsupportedVersion Code = "unsupported_version"
+	// CodeNotPooled: (do only) no warm sandbox of the daemon's pools
+	// serves the one-shot call: no pool of its policy and folders, none
+	// ready, or a claim that failed. Nothing ran and nothing was written:
+	// run the command cold (warden do does).
+	CodeNotPooled Code = "not_pooled"
 	// CodeInternal: anything else warden failed at (the host refused an
 	// operation, a bug); the message says what.
 	CodeInternal Code = "internal"
@@ -70,7 +75,7 @@ const (
 // Codes is every code, in the order docs/protocol.md lists them.
 var Codes = []Code{CodeInvalidInput, CodePolicyRefused, CodeNoSuchSession, CodeSessionExists, CodeSessionMismatch,
 	CodeSessionBusy, CodeSessionFrozen, CodeCommandNotFound, CodeCommandCannotRun, CodeDaemonUnavailable, CodeSandboxStopped,
-	CodeAuditUnwritable, CodeInterrupted, CodeUnsupportedVersion, CodeInternal}
+	CodeAuditUnwritable, CodeInterrupted, CodeUnsupportedVersion, CodeNotPooled, CodeInternal}
 
 // The sentinel errors a code stands for. runtime/sandbox's errors of the
 // same names are these values, so errors.Is holds on either side of the
@@ -95,6 +100,8 @@ var (
 	// ErrUnsupportedVersion is the refusal of a request in a protocol
 	// version the daemon does not speak.
 	ErrUnsupportedVersion = errors.New("unsupported protocol version")
+	// ErrNotPooled: no warm sandbox serves a one-shot call; nothing ran.
+	ErrNotPooled = errors.New("no warm sandbox serves this one-shot run")
 	// ErrDaemonRunning: another daemon holds the root.
 	ErrDaemonRunning = errors.New("a warden daemon already serves this root")
 )
@@ -138,6 +145,7 @@ var sentinels = []struct {
 	code Code
 }{
 	{ErrUnsupportedVersion, CodeUnsupportedVersion},
+	{ErrNotPooled, CodeNotPooled},
 	{ErrNoSession, CodeNoSuchSession},
 	{ErrSessionExists, CodeSessionExists},
 	{ErrSessionMismatch, CodeSessionMismatch},

@@ -31,7 +31,7 @@ type Request struct {
 	// V is the protocol version the client speaks; 0 (absent, as the
 	// clients before versions sent) means 1.
 	V      int            `json:"v,omitempty"`
-	Op     string         `json:"op"` // ping, create, exec, list, remove, gc, freeze, thaw, kill, freeze.all, thaw.all, stats, approvals.ls, approvals.wait, approvals.approve, approvals.deny
+	Op     string         `json:"op"` // ping, create, exec, do, list, remove, gc, freeze, thaw, kill, freeze.all, thaw.all, stats, approvals.ls, approvals.wait, approvals.approve, approvals.deny
 	ID     string         `json:"id,omitempty"`
 	Create *CreateRequest `json:"create,omitempty"`
 	Exec   *ExecRequest   `json:"exec,omitempty"`
@@ -47,7 +47,8 @@ type Request struct {
 }
 
 // CreateRequest carries what a new session needs. With exec, it makes the
-// session when absent.
+// session when absent; with do, it is the one-shot sandbox's policy and
+// folders, which a pool must match.
 type CreateRequest struct {
 	PolicyTOML string        `json:"policyToml"`
 	Vars       policies.Vars `json:"vars"`
