@@ -26,7 +26,7 @@ TAGS       := seccomp netgo osusergo urfave_cli_no_docs
 LDFLAGS    := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -extldflags "-static"
 UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/...
 CHAOS_ROUNDS ?= 50
-APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux mypy nodejs chromium
+APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux mypy nodejs chromium libpython3.11-testsuite
 
 .PHONY: build deps test integration python-client-test ts-client-build ts-client-test chaos k8s bench lint install clean help demo ci
 
