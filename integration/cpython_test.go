@@ -74,7 +74,7 @@ type regrtest struct {
 }
 
 var (
-	regrtestModule  = regexp.MustCompile(`(?m)^[0-9:]+ load avg: [0-9.]+ \[[ 0-9/]+\] (test_\w+) (.*)$`)
+	regrtestModule  = regexp.MustCompile(`(?m)^[0-9:]+ (?:load avg: [0-9.]+ )?\[[ 0-9/]+\] (test_\w+) (.*)$`)
 	regrtestFailed  = regexp.MustCompile(`(?m)^(?:ERROR|FAIL): \S+ \(([\w.]+)\)`)
 	regrtestSkipped = regexp.MustCompile(`(?m)^\w+ \(([\w.]+)\) \.\.\. skipped`)
 )
