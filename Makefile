@@ -26,7 +26,7 @@ TAGS       := seccomp netgo osusergo urfave_cli_no_docs
 LDFLAGS    := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -extldflags "-static"
 UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/...
 CHAOS_ROUNDS ?= 50
-APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux mypy nodejs chromium
+APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux mypy nodejs chromium libpython3.11-testsuite
 
 .PHONY: build deps test integration python-client-test ts-client-build ts-client-test chaos k8s bench lint install clean help demo ci
 
@@ -55,7 +55,7 @@ test: ## unit tests (no root needed)
 integration: build ## end-to-end tests with real containers (root)
 	@test "$$(id -u)" = 0 || { echo "make integration: needs root (real containers); run it with sudo" >&2; exit 1; }
 	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
-	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) go test -count=1 -timeout 20m -tags "$(TAGS)" -skip '^TestCritest$$' -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
+	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) go test -count=1 -timeout 30m -tags "$(TAGS)" -skip '^TestCritest$$' -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
 
 python-client-test: build ## the Python client's type check and tests (clients/python) against a real daemon (root)
 	@test "$$(id -u)" = 0 || { echo "make python-client-test: needs root (real sandboxes); run it with sudo" >&2; exit 1; }

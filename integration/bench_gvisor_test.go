@@ -48,7 +48,7 @@ const gvisorLoop = 10
 // gvBench holds one run's warden root, its gVisor session, and the bare
 // runsc sandboxes started beside it as baselines.
 type gvBench struct {
-	b       *testing.B
+	b       testing.TB
 	dir     string
 	root    string // warden's state root
 	policy  string // file
@@ -59,7 +59,7 @@ type gvBench struct {
 	session string
 }
 
-func newGVBench(b *testing.B) *gvBench {
+func newGVBench(b testing.TB) *gvBench {
 	runsc, err := (&sandbox.Runtime{Binary: wardenBinary}).Runsc()
 	if err == nil {
 		_, err = os.Stat(runsc)

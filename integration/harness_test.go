@@ -140,7 +140,13 @@ const cliTimeout = 60 * time.Second
 
 func run(t *testing.T, env []string, name string, args ...string) sandboxResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	return runTimeout(t, cliTimeout, env, name, args...)
+}
+
+// runTimeout is run for a call that may take longer than cliTimeout.
+func runTimeout(t *testing.T, timeout time.Duration, env []string, name string, args ...string) sandboxResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	// A sandboxed process may hold the output pipes (warden passes them
@@ -154,7 +160,7 @@ func run(t *testing.T, env []string, name string, args ...string) sandboxResult 
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("%s %s: no answer within %s (stdout %q, stderr %q)", name, strings.Join(args, " "), cliTimeout, stdout.String(), stderr.String())
+		t.Fatalf("%s %s: no answer within %s (stdout %q, stderr %q)", name, strings.Join(args, " "), timeout, stdout.String(), stderr.String())
 	}
 	res := sandboxResult{Stdout: stdout.String(), Stderr: stderr.String()}
 	var ee *exec.ExitError
