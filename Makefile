@@ -114,7 +114,7 @@ chaos: build ## kill -9 the daemon (and clients, agents) at random moments, then
 		echo "make chaos: failed, or TestChaos did not run; WARDEN_CHAOS_SEED=<the seed logged above> replays its kills" >&2; exit 1; \
 	fi
 
-bench: build ## benchmarks, as ratios against baselines measured in the same run (root)
+bench: build ts-client-build ## benchmarks, as ratios against baselines measured in the same run (root)
 	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) go test -count=1 -tags "$(TAGS)" -run '^$$' -bench . -benchtime 1x ./integration/
 
 lint: ## gofmt, go vet, staticcheck

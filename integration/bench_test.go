@@ -269,4 +269,10 @@ func stopDaemon(root string) {
 		}
 	}
 	exec.Command("pkill", "-f", "--", "--root "+root+" daemon").Run()
+	// The daemon removes its sockets as it ends: the test's temporary
+	// folder is removed only after that.
+	r := &wardenRoot{root: root}
+	for deadline := time.Now().Add(10 * time.Second); len(running(r.processes())) > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -50,15 +49,13 @@ func New(root string) *Client {
 	return &Client{Root: root}
 }
 
-// dialer reaches the daemon. The binary is looked up only here, so a
-// client of a running daemon needs none.
+// dialer reaches the daemon. "warden" is looked up on PATH only when a
+// daemon is to be started (exec.Command does), so a client of a running
+// daemon needs no binary, and its calls search no PATH.
 func (c *Client) dialer() *protocol.Dialer {
 	bin := c.Binary
 	if bin == "" {
 		bin = "warden"
-		if found, err := exec.LookPath("warden"); err == nil {
-			bin = found
-		}
 	}
 	return &protocol.Dialer{Root: c.Root, Binary: bin}
 }

@@ -42,7 +42,10 @@ func (p packetPeer) send(r reply, fds ...int) error    { return wire.Send(p.c, r
 func (p packetPeer) gone() bool                        { return wire.PeerGone(p.c) }
 
 // stdio is the request's own descriptors: the command writes straight to
-// the client's pipes or files (the caller closes them).
+// the client's pipes or files. Done closes the daemon's copies (the
+// caller's close of them again does nothing) before the result goes out,
+// so a client reading pipes finds their end with the result, not a
+// wake-up later.
 func (p packetPeer) stdio(tty bool, files []*os.File) ([3]*os.File, func(), error) {
 	if tty {
 		return [3]*os.File{}, func() {}, nil
@@ -50,5 +53,5 @@ func (p packetPeer) stdio(tty bool, files []*os.File) ([3]*os.File, func(), erro
 	if len(files) != 3 {
 		return [3]*os.File{}, nil, kindf(spec.ErrInvalid, "want stdin, stdout and stderr descriptors, got %d", len(files))
 	}
-	return [3]*os.File{files[0], files[1], files[2]}, func() {}, nil
+	return [3]*os.File{files[0], files[1], files[2]}, func() { wire.CloseAll(files) }, nil
 }

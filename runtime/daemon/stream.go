@@ -56,6 +56,10 @@ const resultWait = 30 * time.Second
 const relayPipeSize = 1 << 20
 
 func newStreamPeer(c *net.UnixConn) peer {
+	// A send buffer of the packet socket's size: a relay's frame goes out
+	// while the client is still reading the one before, instead of each
+	// write waiting for the client to read (the default is ~208 KiB).
+	wire.GrowBuffers(c)
 	return &streamPeer{c: c, r: bufio.NewReaderSize(c, 16<<10)}
 }
 

@@ -180,14 +180,20 @@ func statIs(p string, id hostfs.FileID) bool {
 func (s *Session) CheckSame(policyTOML string, vars policies.Vars) error {
 	var have, want, flags []string
 	if policyTOML != "" {
-		p, err := policies.Parse(s.ID+" policy", []byte(policyTOML))
-		if err != nil {
-			return err
-		}
 		flags = append(flags, "--policy")
-		if h := p.Hash(); h != s.PolicyHash {
-			have = append(have, fmt.Sprintf("policy %s (%s)", s.PolicyName, shortHash(s.PolicyHash)))
-			want = append(want, fmt.Sprintf("policy %s (%s)", p.Name, shortHash(h)))
+		// Parsing is a pure function of the text: the text found to be
+		// the session's policy before still is.
+		if last := s.samePolicy.Load(); last == nil || *last != policyTOML {
+			p, err := policies.Parse(s.ID+" policy", []byte(policyTOML))
+			if err != nil {
+				return err
+			}
+			if h := p.Hash(); h != s.PolicyHash {
+				have = append(have, fmt.Sprintf("policy %s (%s)", s.PolicyName, shortHash(s.PolicyHash)))
+				want = append(want, fmt.Sprintf("policy %s (%s)", p.Name, shortHash(h)))
+			} else {
+				s.samePolicy.Store(&policyTOML)
+			}
 		}
 	}
 	for _, v := range []struct {

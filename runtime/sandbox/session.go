@@ -210,6 +210,10 @@ type Session struct {
 	hold      *os.File      // the session folder, locked (holdDir)
 	rulesConn *net.UnixConn // the agent's command-rules channel
 	asking    atomic.Int32  // asks waiting for an answer
+	// samePolicy is a policy text CheckSame found to be this session's
+	// policy: a client that sends it with every command (the Go client)
+	// is not parsed again each time.
+	samePolicy atomic.Pointer[string]
 }
 
 // Policy is the session's policy.

@@ -119,6 +119,30 @@ class RunTest(unittest.TestCase):
         self.assertEqual(lines[0], "hi there")
         self.assertTrue(lines[1].endswith("/sub"), lines[1])
 
+    def test_caller_env_follows_changes(self) -> None:
+        # The caller's env.allow names pass, as the environment is at each
+        # call: a change between two calls reaches the second; a value
+        # that is not UTF-8 is left out, the others still pass.
+        saved = {k: os.environb.get(k) for k in (b"GREETING", b"LANG")}
+        try:
+            for value in (b"first", b"second"):
+                os.environb[b"GREETING"] = value
+                r = session().run('echo "${GREETING-unset}"; echo "${LANG-unset}"')
+                self.assertEqual(r.stdout.decode().splitlines()[0], value.decode(), r.stderr)
+            os.environ["LANG"] = "C.UTF-8"
+            os.environb[b"GREETING"] = b"\xff"
+            r = session().run('echo "${GREETING-unset}"; echo "${LANG-unset}"')
+            self.assertEqual(r.stdout.decode().splitlines(), ["unset", "C.UTF-8"], r.stderr)
+            del os.environ["GREETING"]
+            r = session().run('echo "${GREETING-unset}"')
+            self.assertEqual(r.stdout, b"unset\n", r.stderr)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environb.pop(k, None)
+                else:
+                    os.environb[k] = v
+
     def test_refused_program(self) -> None:
         # cat is in exec.allow and runs; ls is not: 127, and warden's line.
         self.assertEqual(session().run(["cat", "/dev/null"]).returncode, 0)

@@ -6,7 +6,7 @@ import array
 import json
 import os
 import secrets
-import selectors
+import select
 import shutil
 import socket
 import subprocess
@@ -18,6 +18,9 @@ from ._errors import CalledProcessError, DaemonUnavailable, InvalidInput, NoSuch
 
 PROTOCOL_VERSION = 1
 MAX_MESSAGE = 1 << 20  # a packet is at most 1 MiB
+# A request above this raises the socket's send buffer first (the default,
+# net.core.wmem_default, is ~208 KiB); smaller ones save the system call.
+_BIG_MESSAGE = 32 << 10
 _SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
 _DEFAULT_ROOT = "/run/warden"
 _START_TIMEOUT = 10.0  # seconds to wait for a daemon this client started, as the CLI
@@ -86,7 +89,7 @@ class Client:
 
     # -- connections ------------------------------------------------------
 
-    def _dial(self) -> socket.socket:
+    def _dial(self, big: bool = True) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
         try:
             sock.connect(self.socket_path)
@@ -94,28 +97,31 @@ class Client:
             sock.close()
             raise
         # A large request (a policy, a long argv) must fit in one packet.
-        for opt in (_SO_SNDBUFFORCE, socket.SO_SNDBUF):
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, opt, 2 * MAX_MESSAGE)
-                break
-            except OSError:
-                continue
+        if big:
+            for opt in (_SO_SNDBUFFORCE, socket.SO_SNDBUF):
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, opt, 2 * MAX_MESSAGE)
+                    break
+                except OSError:
+                    continue
         return sock
 
-    def _connect(self) -> socket.socket:
+    def _connect(self, big: bool = True) -> socket.socket:
+        """A connection to the daemon (started if none answers); ``big``
+        when the request to send is above _BIG_MESSAGE bytes."""
         try:
-            return self._dial()
+            return self._dial(big)
         except (FileNotFoundError, ConnectionRefusedError):
             pass
         except OSError as e:
             raise DaemonUnavailable(f"warden daemon at {self.socket_path}: {e.strerror or e}") from None
         with self._start_lock:
             try:
-                return self._dial()
+                return self._dial(big)
             except (FileNotFoundError, ConnectionRefusedError):
-                return self._start_daemon()
+                return self._start_daemon(big)
 
-    def _start_daemon(self) -> socket.socket:
+    def _start_daemon(self, big: bool = True) -> socket.socket:
         """Start ``warden --root ROOT daemon`` detached (its output to
         ROOT/daemon.log) and wait until its socket answers. A second daemon
         started by a racing client finds the root locked and exits, so the
@@ -150,7 +156,7 @@ class Client:
         other_serves = False
         while True:
             try:
-                return self._dial()
+                return self._dial(big)
             except (FileNotFoundError, ConnectionRefusedError):
                 pass
             code = proc.poll() if not other_serves else None
@@ -177,11 +183,12 @@ class Client:
         """Send one request and return its one reply (raising its error).
         A request no daemon read (see _Unheard) is sent again, for as long
         as a client waits for a daemon to come up."""
+        data = _encode(req)
         deadline = time.monotonic() + _START_TIMEOUT
         while True:
-            sock = self._connect()
+            sock = self._connect(len(data) > _BIG_MESSAGE)
             try:
-                _send(sock, req)
+                _send(sock, data)
                 reply = _receive(sock, first=True)
                 break
             except _Unheard:
@@ -290,26 +297,29 @@ class Session:
         exec_req: Dict[str, Any] = {"argv": argv}
         if env:
             exec_req["env"] = [f"{k}={v}" for k, v in env.items()]
-        # As the CLI does: the caller's variables that are not UTF-8 are
-        # left out (only env.allow names pass anyway).
-        caller_env = [kv for kv in (f"{k}={v}" for k, v in os.environ.items()) if _utf8(kv)]
+        caller_env = _caller_env()
         if caller_env:
             exec_req["callerEnv"] = caller_env
         if cwd:
             exec_req["cwd"] = cwd
         if timeout is not None:
             exec_req["timeout"] = max(1, int(timeout * 1e9))
-        req = {"op": "exec", "id": self.id, "exec": exec_req}
+        data = _encode({"op": "exec", "id": self.id, "exec": exec_req})
 
-        stdin_r, stdin_w = os.pipe()
+        # Without input the command reads /dev/null: the same empty stdin
+        # as a pipe closed at once, with no pipe to make and feed.
+        if input:
+            stdin_r, stdin_w = os.pipe()
+        else:
+            stdin_r, stdin_w = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), -1
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        ours = [stdin_w, out_r, err_r]
+        ours = [fd for fd in (stdin_w, out_r, err_r) if fd >= 0]
         theirs = [stdin_r, out_w, err_w]
         sock: Optional[socket.socket] = None
         try:
-            sock = self.client._connect()
-            _send(sock, req, theirs)
+            sock = self.client._connect(len(data) > _BIG_MESSAGE)
+            _send(sock, data, theirs)
             # The sandbox holds its copies now; ours would keep the pipes
             # open past the command.
             for fd in theirs:
@@ -379,7 +389,35 @@ def _text(a: Any, what: str) -> str:
     return str(a)
 
 
-def _send(sock: socket.socket, req: Dict[str, Any], fds: Sequence[int] = ()) -> None:
+# The caller's environment as callerEnv sends it, and the environment it
+# was made from: made again only when os.environ changes.
+_env_cache: "tuple[Optional[Dict[bytes, bytes]], List[str]]" = (None, [])
+
+
+def _caller_env() -> List[str]:
+    """The caller's variables, NAME=VALUE, as the CLI sends them: those
+    that are not UTF-8 are left out (only env.allow names pass anyway)."""
+    global _env_cache
+    # os.environ keeps the bytes it decodes in _data (POSIX); a dict
+    # compare of them is far cheaper than decoding every variable again.
+    data = getattr(os.environ, "_data", None)
+    cached_data, cached = _env_cache
+    if cached_data is not None and cached_data == data:
+        return cached
+    if not isinstance(data, dict) or not all(isinstance(k, bytes) and isinstance(v, bytes) for k, v in data.items()):
+        return [kv for kv in (f"{k}={v}" for k, v in os.environ.items()) if _utf8(kv)]
+    env: List[str] = []
+    for k, v in data.items():
+        try:
+            env.append((k + b"=" + v).decode("utf-8"))
+        except UnicodeDecodeError:
+            pass
+    _env_cache = (dict(data), env)
+    return env
+
+
+def _encode(req: Dict[str, Any]) -> bytes:
+    """The request's packet: JSON with the protocol version."""
     msg = dict(req)
     msg["v"] = PROTOCOL_VERSION
     try:
@@ -396,6 +434,10 @@ def _send(sock: socket.socket, req: Dict[str, Any], fds: Sequence[int] = ()) -> 
             f"request of {len(data)} bytes is above the protocol's 1 MiB per message; "
             f"shorten the policy, arguments or environment (pass large data as input)"
         )
+    return data
+
+
+def _send(sock: socket.socket, data: bytes, fds: Sequence[int] = ()) -> None:
     anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())] if fds else []
     try:
         sock.sendmsg([data], anc)
@@ -449,41 +491,41 @@ def _raise_error(reply: Dict[str, Any]) -> None:
 def _pump(
     sock: socket.socket, stdin_w: int, data: bytes, out_r: int, err_r: int
 ) -> "tuple[Optional[Dict[str, Any]], bytes, bytes]":
-    """Feed stdin, drain stdout and stderr and read the daemon's replies
-    until its last one (a result or an error) and both outputs' end, all in
-    one selector loop, so no output size can deadlock. Closes the three
-    descriptors."""
+    """Feed stdin (stdin_w is -1 when there is none), drain stdout and
+    stderr and read the daemon's replies until its last one (a result or
+    an error) and both outputs' end, all in one poll loop, so no output
+    size can deadlock. Closes the descriptors."""
     outs: Dict[int, List[bytes]] = {out_r: [], err_r: []}
-    sel = selectors.DefaultSelector()
+    reading = {out_r, err_r}
+    poller = select.poll()
     reply: Optional[Dict[str, Any]] = None
+    sock_fd = sock.fileno()
     try:
-        sel.register(sock, selectors.EVENT_READ)
+        poller.register(sock_fd, select.POLLIN)
         for fd in outs:
             os.set_blocking(fd, False)
-            sel.register(fd, selectors.EVENT_READ)
+            poller.register(fd, select.POLLIN)
         view = memoryview(data)
-        if view:
-            os.set_blocking(stdin_w, False)
-            sel.register(stdin_w, selectors.EVENT_WRITE)
-        else:
+        if stdin_w >= 0 and not view:
             os.close(stdin_w)
             stdin_w = -1
-        open_outs = 2
+        if stdin_w >= 0:
+            os.set_blocking(stdin_w, False)
+            poller.register(stdin_w, select.POLLOUT)
         done = False
-        while open_outs or not done:
-            for key, _ in sel.select():
-                fd = key.fd
-                if fd not in sel.get_map():
-                    continue  # unregistered (and maybe closed) earlier in this round
-                if key.fileobj is sock:
+        while reading or not done:
+            for fd, _ in poller.poll():
+                if fd == sock_fd:
+                    if done:
+                        continue
                     msg = _receive(sock)
                     if msg is None or "result" in msg or msg.get("error"):
                         reply = msg
                         done = True
-                        sel.unregister(sock)
+                        poller.unregister(sock_fd)
                         if stdin_w >= 0:
                             # The command has ended: nobody reads stdin.
-                            sel.unregister(stdin_w)
+                            poller.unregister(stdin_w)
                             os.close(stdin_w)
                             stdin_w = -1
                 elif fd == stdin_w:
@@ -495,10 +537,10 @@ def _pump(
                     except (BrokenPipeError, OSError):
                         view = view[:0]  # the command stopped reading
                     if not view:
-                        sel.unregister(fd)
+                        poller.unregister(fd)
                         os.close(fd)
                         stdin_w = -1
-                else:
+                elif fd in reading:
                     try:
                         chunk = os.read(fd, 1 << 16)
                     except BlockingIOError:
@@ -506,10 +548,9 @@ def _pump(
                     if chunk:
                         outs[fd].append(chunk)
                     else:
-                        sel.unregister(fd)
-                        open_outs -= 1
+                        poller.unregister(fd)
+                        reading.discard(fd)
     finally:
-        sel.close()
         for fd in (stdin_w, out_r, err_r):
             if fd >= 0:
                 os.close(fd)

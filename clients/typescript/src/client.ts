@@ -297,9 +297,13 @@ export class Session {
       const conv = new Conversation(await this.warden.connect(), options.signal);
       conv.onOutput = (kind, data) => (kind === FRAME_STDOUT ? stdout : stderr).push(data);
       try {
-        conv.send(req);
-        await conv.writeStdin(input);
-        conv.endStdin();
+        if (input.length === 0) {
+          conv.sendEmptyStdin(req);
+        } else {
+          conv.send(req);
+          await conv.writeStdin(input);
+          conv.endStdin();
+        }
         reply = await conv.reply;
         break;
       } catch (e) {
@@ -519,6 +523,18 @@ class Conversation {
 
   endStdin(): void {
     this.frame(FRAME_STDIN, Buffer.alloc(0));
+  }
+
+  /** Sends the request and the end of an empty stdin in one write: the
+   * daemon finds both at once instead of waking again for the second. */
+  sendEmptyStdin(msg: Reply): void {
+    this.sock.cork();
+    try {
+      this.send(msg);
+      this.endStdin();
+    } finally {
+      this.sock.uncork();
+    }
   }
 
   pause(): void {
