@@ -35,6 +35,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <linux/capability.h>
 #include <sys/signalfd.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -211,6 +213,8 @@ static int request_member(void *ctx, const char *key, const char *v, const char 
 		return read_bool(v, end, &r->tty);
 	if (!strcmp(key, "seal"))
 		return read_bool(v, end, &r->seal);
+	if (!strcmp(key, "binds"))
+		return read_list(v, end, &r->binds, &r->nul);
 	if (!strcmp(key, "rules"))
 		return read_bool(v, end, &r->rules);
 	if (!strcmp(key, "egress"))
@@ -244,6 +248,7 @@ void agent_free_request(struct request *r)
 {
 	strings_free(&r->argv);
 	strings_free(&r->env);
+	strings_free(&r->binds);
 	free(r->cwd);
 	free(r->path);
 	*r = (struct request){0};
@@ -783,6 +788,7 @@ static struct agent {
 	int nspares;
 	struct relay *relays;
 	int nrelays;
+	int claimed; /* a pooled gVisor agent has bound its session's folders (gvisor_claim) */
 } agent = {.landlock = {.fd = -1}, .stub_listener = -1, .rules = -1,
 	   .memfds = {[0 ... 63] = -1}, .egress_listener = -1, .egress = -1};
 
@@ -834,6 +840,11 @@ static int seal(struct event *ev)
 	if (agent.sealed)
 		return 0;
 	if (agent.gvisor) {
+		if (agent.cfg.pooled && !agent.claimed) {
+			if (!ev->error.len)
+				set_error(ev, 125, "the sandbox's folders are not bound yet", NULL, NULL);
+			return -1;
+		}
 		agent.sealed = 1;
 		return 0;
 	}
@@ -1478,6 +1489,90 @@ static struct relay_end *relay_of(void *tag)
 	return NULL;
 }
 
+/* GVISOR_LATE_DIR is a pooled gVisor sandbox's staging folder
+ * (runtime/sandbox: gvisorLateDir). */
+#define GVISOR_LATE_DIR "/dev/.warden-late"
+
+static void load_seccomp(const char *path);
+
+/* drop_caps gives up every capability for good: the bounding set, the
+ * ambient, inheritable, permitted and effective sets, checked after. */
+static int drop_caps(void)
+{
+	for (int c = 0; c < 64; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+			return -1;
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return -1;
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {0};
+	if (syscall(SYS_capset, &h, d) < 0 || syscall(SYS_capget, &h, d) < 0)
+		return -1;
+	for (int i = 0; i < 2; i++)
+		if (d[i].effective || d[i].permitted || d[i].inheritable) {
+			errno = EPERM;
+			return -1;
+		}
+	for (int c = 0; c < 64; c++)
+		if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) > 0) {
+			errno = EPERM;
+			return -1;
+		}
+	return 0;
+}
+
+/* gvisor_claim takes a pooled gVisor sandbox's session folders, once: the
+ * host mounted each under the staging folder, at its own path, in the
+ * gofer's view; the agent binds it at that path in gVisor's kernel with
+ * its flags, unmounts the staging folder, gives up CAP_SYS_ADMIN (held
+ * for this alone) and loads the seccomp filter. Until all of it is done
+ * no command runs (seal). */
+static int gvisor_claim(const struct strings *binds, struct event *ev)
+{
+	char src[PATH_MAX];
+	for (int i = 0; i < binds->n; i++) {
+		const char *b = binds->v[i], *path = strchr(b, ':');
+		if (!path || path[1] != '/' || snprintf(src, sizeof src, "%s%s", GVISOR_LATE_DIR, path + 1) >= (int)sizeof src) {
+			set_error(ev, 125, "claim: bad bind ", b, NULL);
+			return -1;
+		}
+		path++;
+		unsigned long flags = MS_BIND | MS_REMOUNT;
+		struct strings f = {0};
+		char *list = strndup(b, (size_t)(path - 1 - b));
+		if (!list) {
+			set_error(ev, 125, "claim: out of memory", NULL, NULL);
+			return -1;
+		}
+		split_on(&f, list, ',');
+		free(list);
+		for (int j = 0; j < f.n; j++)
+			flags |= !strcmp(f.v[j], "ro") ? MS_RDONLY : !strcmp(f.v[j], "nosuid") ? MS_NOSUID :
+				 !strcmp(f.v[j], "nodev") ? MS_NODEV : !strcmp(f.v[j], "noexec") ? MS_NOEXEC : 0;
+		strings_free(&f);
+		if (mount(src, path, NULL, MS_BIND, NULL) < 0 || mount(NULL, path, NULL, flags, NULL) < 0) {
+			set_error(ev, 125, "claim: bind ", path, NULL);
+			buf_puts(&ev->error, ": ");
+			buf_puts(&ev->error, strerror(errno));
+			return -1;
+		}
+	}
+	/* Under gVisor's own /dev, so nothing of the gofer's view is left
+	 * at its path once unmounted: its mountpoint, gVisor's, goes too. */
+	if (umount2(GVISOR_LATE_DIR, MNT_DETACH) < 0 || rmdir(GVISOR_LATE_DIR) < 0) {
+		set_error(ev, 125, "claim: unmount " GVISOR_LATE_DIR ": ", strerror(errno), NULL);
+		return -1;
+	}
+	if (drop_caps() < 0) {
+		set_error(ev, 125, "claim: drop capabilities: ", strerror(errno), NULL);
+		return -1;
+	}
+	if (agent.seccomp)
+		load_seccomp(agent.seccomp);
+	agent.claimed = 1;
+	return 0;
+}
+
 /* serve handles a connection's first message: a seal or a command. */
 static void serve(struct conn *c)
 {
@@ -1520,6 +1615,9 @@ static void serve(struct conn *c)
 	}
 	pid_t pid = 0;
 	int master = -1;
+	/* A pooled gVisor sandbox takes its session's folders at its seal. */
+	if (r.seal && agent.gvisor && agent.cfg.pooled && !agent.claimed)
+		gvisor_claim(&r.binds, &ev);
 	/* A pooled sandbox seals before its first command at the latest. */
 	if (seal(&ev) == 0 && !r.seal)
 		pid = start(&agent.cfg, &r, fds, nfds, &master, &ev);
@@ -1913,7 +2011,8 @@ static void run(int argc, char **argv)
 	stub_listen();
 	if (agent.egress_addr)
 		egress_listen(agent.egress_addr);
-	if (agent.seccomp)
+	/* A pooled gVisor agent loads it at its claim, after its binds. */
+	if (agent.seccomp && !(agent.gvisor && agent.cfg.pooled))
 		load_seccomp(agent.seccomp);
 	prepare();
 	if (!agent.cfg.pooled) {
