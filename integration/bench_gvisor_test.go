@@ -423,7 +423,82 @@ func BenchmarkGVisor(b *testing.B) {
 	printGVTable(fmt.Sprintf("gVisor cold create (%d interleaved runs each)", createRuns), rows)
 	printRatio("session create / runsc run", ratio(rows[0], rows[1]), 1.1)
 
+	g.benchWarmCreate(trueBundle, createRuns)
 	g.benchIdleMemory(4)
+}
+
+// benchWarmCreate times session create from a warm gVisor pool against
+// `runsc run` of /bin/true, interleaved; before each sample (untimed) the
+// pool is full and starts nothing, so no refill runs beside either.
+func (g *gvBench) benchWarmCreate(trueBundle string, runs int) {
+	b := g.b
+	const size = 2
+	if err := g.warden("pool", "fill", "--policy", g.policy, "--size", strconv.Itoa(size))(); err != nil {
+		b.Fatal(err)
+	}
+	full := func() error {
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			out, err := exec.Command(wardenBinary, "--root", g.root, "pool", "status", "--format", "json").Output()
+			if err != nil {
+				return fmt.Errorf("pool status: %v", err)
+			}
+			var st []poolInfo
+			if err := json.Unmarshal(out, &st); err != nil {
+				return err
+			}
+			if len(st) == 1 && st[0].Ready == size && st[0].Refilling == 0 {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the pool never refilled: %+v", st)
+			}
+		}
+	}
+	n := 0
+	var ids []string
+	d, err := interleaved(runs,
+		func() (time.Duration, error) {
+			if err := full(); err != nil {
+				return 0, err
+			}
+			n++
+			id := "gv-warm-" + strconv.Itoa(n)
+			t, err := sample(g.warden("session", "create", "--id", id, "--policy", g.policy, "--workspace", g.ws))()
+			if err == nil {
+				ids = append(ids, id)
+				err = g.warden("session", "rm", "--force", id)()
+			}
+			return t, err
+		},
+		func() (time.Duration, error) {
+			if err := full(); err != nil {
+				return 0, err
+			}
+			n++
+			return sample(runQuiet(g.runsc, g.runscArgs(g.rsRoot, "run", "--bundle", trueBundle, "bare-warm-true-"+strconv.Itoa(n))...))()
+		},
+	)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := exec.Command(wardenBinary, "--root", g.root, "pool", "status", "--format", "json").Output()
+	var st []poolInfo
+	if err != nil || json.Unmarshal(out, &st) != nil || len(st) != 1 {
+		b.Fatalf("pool status: %v %s", err, out)
+	}
+	if st[0].Misses != 0 || st[0].Hits != len(ids) {
+		b.Fatalf("not every create was a claim: %+v over %d creates", st[0], len(ids))
+	}
+	var rows []gvRow
+	for i, name := range []string{"warden session create (warm gVisor pool)", "runsc run /bin/true (warden's bundle)"} {
+		p50, p90 := p50p90(d[i])
+		rows = append(rows, gvRow{name, p50, p90})
+	}
+	printGVTable(fmt.Sprintf("gVisor warm create (%d interleaved runs each; the pool full before each, untimed)", runs), rows)
+	printRatio("session create from a warm pool / runsc run", float64(rows[0].p50)/float64(rows[1].p50), 0.2)
+	if err := g.warden("pool", "drain")(); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // benchIdleMemory starts n idle sessions and n bare sandboxes of a

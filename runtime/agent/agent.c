@@ -789,6 +789,7 @@ static struct agent {
 	struct relay *relays;
 	int nrelays;
 	int claimed; /* a pooled gVisor agent has bound its session's folders (gvisor_claim) */
+	const char *seccomp_claim; /* --seccomp-claim: the filter that takes back what the claim needed */
 } agent = {.landlock = {.fd = -1}, .stub_listener = -1, .rules = -1,
 	   .memfds = {[0 ... 63] = -1}, .egress_listener = -1, .egress = -1};
 
@@ -1495,29 +1496,47 @@ static struct relay_end *relay_of(void *tag)
 
 static void load_seccomp(const char *path);
 
+/* cap_bounding is the bounding set, from /proc/self/status (one read
+ * where a PR_CAPBSET_READ per capability costs gVisor a system call each). */
+static int cap_bounding(unsigned long long *set)
+{
+	char text[4096];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof text - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	text[n] = 0;
+	char *p = strstr(text, "\nCapBnd:");
+	if (!p || sscanf(p + 8, "%llx", set) != 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
+
 /* drop_caps gives up every capability for good: the bounding set, the
  * ambient, inheritable, permitted and effective sets, checked after. */
 static int drop_caps(void)
 {
+	unsigned long long bnd;
+	if (cap_bounding(&bnd) < 0)
+		return -1;
 	for (int c = 0; c < 64; c++)
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+		if ((bnd >> c & 1) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
 			return -1;
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return -1;
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct d[2] = {0};
-	if (syscall(SYS_capset, &h, d) < 0 || syscall(SYS_capget, &h, d) < 0)
+	if (syscall(SYS_capset, &h, d) < 0 || syscall(SYS_capget, &h, d) < 0 || cap_bounding(&bnd) < 0)
 		return -1;
-	for (int i = 0; i < 2; i++)
-		if (d[i].effective || d[i].permitted || d[i].inheritable) {
-			errno = EPERM;
-			return -1;
-		}
-	for (int c = 0; c < 64; c++)
-		if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) > 0) {
-			errno = EPERM;
-			return -1;
-		}
+	if (bnd || d[0].effective || d[0].permitted || d[0].inheritable || d[1].effective || d[1].permitted ||
+	    d[1].inheritable) {
+		errno = EPERM;
+		return -1;
+	}
 	return 0;
 }
 
@@ -1525,8 +1544,10 @@ static int drop_caps(void)
  * host mounted each under the staging folder, at its own path, in the
  * gofer's view; the agent binds it at that path in gVisor's kernel with
  * its flags, unmounts the staging folder, gives up CAP_SYS_ADMIN (held
- * for this alone) and loads the seccomp filter. Until all of it is done
- * no command runs (seal). */
+ * for this alone) and loads the filter that refuses again the calls the
+ * claim needed (runtime/sandbox: claimSeccomp; the policy's filter less
+ * those was loaded at start: gVisor takes ~10 ms to load a whole one).
+ * Until all of it is done no command runs (seal). */
 static int gvisor_claim(const struct strings *binds, struct event *ev)
 {
 	char src[PATH_MAX];
@@ -1567,8 +1588,8 @@ static int gvisor_claim(const struct strings *binds, struct event *ev)
 		set_error(ev, 125, "claim: drop capabilities: ", strerror(errno), NULL);
 		return -1;
 	}
-	if (agent.seccomp)
-		load_seccomp(agent.seccomp);
+	if (agent.seccomp_claim)
+		load_seccomp(agent.seccomp_claim);
 	agent.claimed = 1;
 	return 0;
 }
@@ -1854,7 +1875,8 @@ static void parse_flags(int argc, char **argv)
 		}
 		if (strcmp(name, "exec-allow") && strcmp(name, "writable") && strcmp(name, "exec-dirs") &&
 		    strcmp(name, "hidden-programs") && strcmp(name, "rlimits") && strcmp(name, "stubs") &&
-		    strcmp(name, "listen") && strcmp(name, "seccomp") && strcmp(name, "egress"))
+		    strcmp(name, "listen") && strcmp(name, "seccomp") && strcmp(name, "egress") &&
+		    strcmp(name, "seccomp-claim"))
 			fatal("agent: flag provided but not defined", argv[i]);
 		if (!value && ++i >= argc)
 			fatal("agent: flag needs an argument", name);
@@ -1876,6 +1898,8 @@ static void parse_flags(int argc, char **argv)
 			agent.listen = value;
 		} else if (!strcmp(name, "seccomp")) {
 			agent.seccomp = value;
+		} else if (!strcmp(name, "seccomp-claim")) {
+			agent.seccomp_claim = value;
 		} else if (!strcmp(name, "egress")) {
 			agent.egress_addr = value;
 		} else if (!strcmp(name, "stubs")) {
@@ -1917,6 +1941,8 @@ static void parse_flags(int argc, char **argv)
 		fatal("agent: --seccomp is for --gvisor, whose runtime loads no filter", NULL);
 	if (agent.egress_addr && !agent.gvisor)
 		fatal("agent: --egress is for --gvisor; a container's proxy listener is made by the host", NULL);
+	if (agent.seccomp_claim && !(agent.gvisor && cfg->pooled && agent.seccomp))
+		fatal("agent: --seccomp-claim is for a pooled --gvisor agent with --seccomp", NULL);
 }
 
 /* load_seccomp loads the sandbox's seccomp filter (a BPF program the host
@@ -2011,8 +2037,7 @@ static void run(int argc, char **argv)
 	stub_listen();
 	if (agent.egress_addr)
 		egress_listen(agent.egress_addr);
-	/* A pooled gVisor agent loads it at its claim, after its binds. */
-	if (agent.seccomp && !(agent.gvisor && agent.cfg.pooled))
+	if (agent.seccomp)
 		load_seccomp(agent.seccomp);
 	prepare();
 	if (!agent.cfg.pooled) {

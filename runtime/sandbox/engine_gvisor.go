@@ -421,19 +421,88 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, viewHolds, er
 	// not replace with clone): setuid bits, memfd, namespaces and the rest
 	// stay refused inside gVisor as they are on the host's kernel.
 	if linux.Seccomp != nil {
-		filter := filepath.Join(sp.Root.Path, gvisorSeccompFile)
-		if err := wseccomp.WriteBPF(gvisorSeccomp(linux.Seccomp), filter); err != nil {
-			holds.release()
-			return nil, nil, fmt.Errorf("seccomp filter: %w", err)
+		profile := gvisorSeccomp(linux.Seccomp)
+		var claim *specs.LinuxSeccomp
+		if slices.Contains(args, "--pooled") {
+			var err error
+			if profile, claim, err = claimSeccomp(profile); err != nil {
+				holds.release()
+				return nil, nil, err
+			}
 		}
-		proc.Args = append(proc.Args, "--seccomp", gvisorSeccompFile)
+		for _, f := range []struct {
+			profile   *specs.LinuxSeccomp
+			file, arg string
+		}{{profile, gvisorSeccompFile, "--seccomp"}, {claim, gvisorClaimSeccompFile, "--seccomp-claim"}} {
+			if f.profile == nil {
+				continue
+			}
+			if err := wseccomp.WriteBPF(f.profile, filepath.Join(sp.Root.Path, f.file)); err != nil {
+				holds.release()
+				return nil, nil, fmt.Errorf("seccomp filter: %w", err)
+			}
+			proc.Args = append(proc.Args, f.arg, f.file)
+		}
 	}
 	linux.Seccomp = nil
 	return &sp, holds, nil
 }
 
-// gvisorSeccompFile is where the agent finds its filter, in the sandbox.
-const gvisorSeccompFile = "/.warden/seccomp.bpf"
+// gvisorSeccompFile is where the agent finds its filter, in the sandbox,
+// and gvisorClaimSeccompFile a pooled agent's second one (claimSeccomp).
+const (
+	gvisorSeccompFile      = "/.warden/seccomp.bpf"
+	gvisorClaimSeccompFile = "/.warden/seccomp-claim.bpf"
+)
+
+// gvisorClaimCalls are what a pooled agent's claim calls that a policy's
+// filter refuses: binding the session's folders in gVisor's kernel.
+var gvisorClaimCalls = []string{"mount", "umount2"}
+
+// claimSeccomp splits a pooled gVisor sandbox's filter in two: the agent
+// loads start before its claim, the policy's filter but allowing
+// gvisorClaimCalls, and claim after, which allows everything but those
+// and gives them the policy's rules. Filters stack, so both together are
+// the policy's. (gVisor takes ~10 ms to load a policy's filter, more than
+// a claim's whole budget; claim's few rules take next to nothing.) A rule
+// on those calls with conditions on their arguments is not split (where
+// its conditions do not hold, claim's default would answer instead of
+// the policy's): such a policy is not pooled.
+func claimSeccomp(s *specs.LinuxSeccomp) (start, claim *specs.LinuxSeccomp, err error) {
+	st := *s
+	st.Syscalls = nil
+	claim = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, Architectures: s.Architectures}
+	ruled := map[string]bool{}
+	for _, r := range s.Syscalls {
+		var kept, moved []string
+		for _, n := range r.Names {
+			if slices.Contains(gvisorClaimCalls, n) {
+				moved, ruled[n] = append(moved, n), true
+			} else {
+				kept = append(kept, n)
+			}
+		}
+		if len(moved) > 0 {
+			if len(r.Args) > 0 {
+				return nil, nil, fmt.Errorf("%w: the seccomp rule on %s has conditions on its arguments, which a pooled gVisor sandbox cannot split; its sessions start cold", spec.ErrInvalid, strings.Join(moved, ", "))
+			}
+			c := r
+			c.Names = moved
+			claim.Syscalls = append(claim.Syscalls, c)
+		}
+		if len(kept) > 0 {
+			r.Names = kept
+			st.Syscalls = append(st.Syscalls, r)
+		}
+	}
+	for _, n := range gvisorClaimCalls {
+		if !ruled[n] {
+			claim.Syscalls = append(claim.Syscalls, specs.LinuxSyscall{Names: []string{n}, Action: s.DefaultAction, ErrnoRet: s.DefaultErrnoRet})
+		}
+	}
+	st.Syscalls = append(st.Syscalls, specs.LinuxSyscall{Names: slices.Clone(gvisorClaimCalls), Action: specs.ActAllow})
+	return &st, claim, nil
+}
 
 // gvisorSeccomp is a policy's filter for a gVisor sandbox: the same, and
 // no signal to the agent. The host's kernel keeps a namespace's init from
