@@ -632,9 +632,9 @@ func sleepMs(n int) { time.Sleep(time.Duration(n) * time.Millisecond) }
 // out of it gets the same sandbox pooled as cold: the link resolves inside
 // the sandbox, no mount lands on the host or outside the workspace, and
 // the host's files stay out of reach.
-func TestPoolHostileWorkspace(t *testing.T) {
-	r := newRoot(t)
-	policy := r.policy(poolPolicy)
+func TestPoolHostileWorkspace(t *testing.T) { poolEngines(t, poolHostileWorkspace) }
+
+func poolHostileWorkspace(t *testing.T, r *wardenRoot, engine, policy string) {
 	hostile := func() string {
 		ws := workspace(t, 1000)
 		if err := os.Symlink("/etc", filepath.Join(ws, "secret")); err != nil {

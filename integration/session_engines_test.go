@@ -457,7 +457,8 @@ func TestGVisorEngineChoice(t *testing.T) {
 	if res.Exit == 0 || !strings.Contains(res.Stderr, "[commands] rules are not available under engine \"gvisor\" yet") {
 		t.Errorf("a gvisor policy with command rules: exit %d, %q", res.Exit, res.Stderr)
 	}
-	if out, err := exec.Command(wardenBinary, "policy", "explain", gv).CombinedOutput(); err != nil || !strings.Contains(string(out), "engine gvisor") {
+	if out, err := exec.Command(wardenBinary, "policy", "explain", gv).CombinedOutput(); err != nil || !strings.Contains(string(out), "engine gvisor") ||
+		!strings.Contains(string(out), "warm pools as on engine container") || strings.Contains(string(out), "no warm pool") {
 		t.Errorf("policy explain of a gvisor policy: %v\n%s", err, out)
 	}
 }

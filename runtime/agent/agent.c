@@ -1567,10 +1567,27 @@ static int gvisor_claim(const struct strings *binds, struct event *ev)
 		}
 		split_on(&f, list, ',');
 		free(list);
-		for (int j = 0; j < f.n; j++)
-			flags |= !strcmp(f.v[j], "ro") ? MS_RDONLY : !strcmp(f.v[j], "nosuid") ? MS_NOSUID :
-				 !strcmp(f.v[j], "nodev") ? MS_NODEV : !strcmp(f.v[j], "noexec") ? MS_NOEXEC : 0;
+		for (int j = 0; j < f.n; j++) {
+			unsigned long one = !strcmp(f.v[j], "ro") ? MS_RDONLY : !strcmp(f.v[j], "nosuid") ? MS_NOSUID :
+					    !strcmp(f.v[j], "noexec")                         ? MS_NOEXEC : 0;
+			if (!one) {
+				set_error(ev, 125, "claim: bad bind ", b, NULL);
+				strings_free(&f);
+				return -1;
+			}
+			flags |= one;
+		}
 		strings_free(&f);
+		/* Both ends where they are named, through no symbolic link (a
+		 * workspace's own could lead one elsewhere in the sandbox). */
+		char *real_src = realpath(src, NULL), *real_path = realpath(path, NULL);
+		int same = real_src && real_path && !strcmp(real_src, src) && !strcmp(real_path, path);
+		free(real_src);
+		free(real_path);
+		if (!same) {
+			set_error(ev, 125, "claim: ", path, " is not a folder of its own (a symbolic link on its way?)");
+			return -1;
+		}
 		if (mount(src, path, NULL, MS_BIND, NULL) < 0 || mount(NULL, path, NULL, flags, NULL) < 0) {
 			set_error(ev, 125, "claim: bind ", path, NULL);
 			buf_puts(&ev->error, ": ");
@@ -1578,18 +1595,34 @@ static int gvisor_claim(const struct strings *binds, struct event *ev)
 			return -1;
 		}
 	}
+	/* The claim's filter is in the staging folder: opened before it goes. */
+	int filter = agent.seccomp_claim ? open(agent.seccomp_claim, O_RDONLY | O_CLOEXEC) : -1;
+	if (agent.seccomp_claim && filter < 0) {
+		set_error(ev, 125, "claim: seccomp filter: ", strerror(errno), NULL);
+		return -1;
+	}
 	/* Under gVisor's own /dev, so nothing of the gofer's view is left
 	 * at its path once unmounted: its mountpoint, gVisor's, goes too. */
 	if (umount2(GVISOR_LATE_DIR, MNT_DETACH) < 0 || rmdir(GVISOR_LATE_DIR) < 0) {
-		set_error(ev, 125, "claim: unmount " GVISOR_LATE_DIR ": ", strerror(errno), NULL);
+		int e = errno;
+		if (filter >= 0)
+			close(filter);
+		set_error(ev, 125, "claim: unmount " GVISOR_LATE_DIR ": ", strerror(e), NULL);
 		return -1;
 	}
 	if (drop_caps() < 0) {
-		set_error(ev, 125, "claim: drop capabilities: ", strerror(errno), NULL);
+		int e = errno;
+		if (filter >= 0)
+			close(filter);
+		set_error(ev, 125, "claim: drop capabilities: ", strerror(e), NULL);
 		return -1;
 	}
-	if (agent.seccomp_claim)
-		load_seccomp(agent.seccomp_claim);
+	if (filter >= 0) {
+		char fd_path[32];
+		snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", filter);
+		load_seccomp(fd_path);
+		close(filter);
+	}
 	agent.claimed = 1;
 	return 0;
 }

@@ -135,8 +135,9 @@ const gvisorGoferRoot = "/root"
 // every other capability, and before loading the policy's seccomp
 // filter) before any command runs. The host's kernel never sees the
 // capability: gVisor's kernel holds it, and no sandbox code runs before
-// the claim (CAP_SETPCAP too, to drop both from the bounding set). The staging folder is the sandbox user's and empty but for
-// the mountpoints of the session's folders.
+// the claim. The staging folder is the sandbox user's and empty but for the
+// mountpoints of the session's folders and the claim's seccomp filter
+// (claimSeccomp). sp's process is the caller's own copy.
 func pooledSpec(sp *specs.Spec, stage string) error {
 	uid, gid := int(sp.Linux.UIDMappings[0].HostID), int(sp.Linux.GIDMappings[0].HostID)
 	if err := os.Mkdir(stage, 0o700); err != nil {
@@ -152,10 +153,8 @@ func pooledSpec(sp *specs.Spec, stage string) error {
 	}
 	sp.Mounts = append(sp.Mounts, specs.Mount{Destination: gvisorLateDir, Type: "bind", Source: stage,
 		Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
-	proc := *sp.Process
 	admin := []string{"CAP_SYS_ADMIN", "CAP_SETPCAP"} // SETPCAP: to empty the bounding set
-	proc.Capabilities = &specs.LinuxCapabilities{Bounding: admin, Effective: admin, Permitted: admin}
-	sp.Process = &proc
+	sp.Process.Capabilities = &specs.LinuxCapabilities{Bounding: admin, Effective: admin, Permitted: admin}
 	return nil
 }
 
@@ -204,11 +203,6 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	sp.Mounts = append(sp.Mounts, specs.Mount{Destination: gvisorAgentDir, Type: "bind", Source: share,
 		Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
 	pooled := slices.Contains(sp.Process.Args, "--pooled")
-	if pooled {
-		if err := pooledSpec(sp, filepath.Join(filepath.Dir(req.socket), "stage")); err != nil {
-			return nil, err
-		}
-	}
 	if err := mountpoints(sp); err != nil {
 		return nil, err
 	}
@@ -420,28 +414,40 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, viewHolds, er
 	// every refusal into EPERM, clone3's ENOSYS included, which libc does
 	// not replace with clone): setuid bits, memfd, namespaces and the rest
 	// stay refused inside gVisor as they are on the host's kernel.
+	pooled := slices.Contains(args, "--pooled")
+	stage := filepath.Join(filepath.Dir(req.socket), "stage")
+	if pooled {
+		if err := pooledSpec(&sp, stage); err != nil {
+			holds.release()
+			return nil, nil, err
+		}
+	}
 	if linux.Seccomp != nil {
 		profile := gvisorSeccomp(linux.Seccomp)
 		var claim *specs.LinuxSeccomp
-		if slices.Contains(args, "--pooled") {
+		if pooled {
 			var err error
 			if profile, claim, err = claimSeccomp(profile); err != nil {
 				holds.release()
 				return nil, nil, err
 			}
 		}
+		// The claim's filter is in the staging folder, gone with it.
 		for _, f := range []struct {
-			profile   *specs.LinuxSeccomp
-			file, arg string
-		}{{profile, gvisorSeccompFile, "--seccomp"}, {claim, gvisorClaimSeccompFile, "--seccomp-claim"}} {
+			profile         *specs.LinuxSeccomp
+			host, path, arg string
+		}{
+			{profile, filepath.Join(sp.Root.Path, gvisorSeccompFile), gvisorSeccompFile, "--seccomp"},
+			{claim, filepath.Join(stage, gvisorClaimSeccompFile), gvisorLateDir + "/" + gvisorClaimSeccompFile, "--seccomp-claim"},
+		} {
 			if f.profile == nil {
 				continue
 			}
-			if err := wseccomp.WriteBPF(f.profile, filepath.Join(sp.Root.Path, f.file)); err != nil {
+			if err := wseccomp.WriteBPF(f.profile, f.host); err != nil {
 				holds.release()
 				return nil, nil, fmt.Errorf("seccomp filter: %w", err)
 			}
-			proc.Args = append(proc.Args, f.arg, f.file)
+			proc.Args = append(proc.Args, f.arg, f.path)
 		}
 	}
 	linux.Seccomp = nil
@@ -452,7 +458,7 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, viewHolds, er
 // and gvisorClaimSeccompFile a pooled agent's second one (claimSeccomp).
 const (
 	gvisorSeccompFile      = "/.warden/seccomp.bpf"
-	gvisorClaimSeccompFile = "/.warden/seccomp-claim.bpf"
+	gvisorClaimSeccompFile = "seccomp-claim.bpf" // in the staging folder
 )
 
 // gvisorClaimCalls are what a pooled agent's claim calls that a policy's
