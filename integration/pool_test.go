@@ -210,6 +210,11 @@ func poolViewMatchesCold(t *testing.T, r *wardenRoot, engine, policy string) {
 		if out := r.exec(warm, nil, "ls", "-A", "/dev/.warden-late"); out.Exit == 0 {
 			t.Errorf("the staging folder is left in the sandbox: %q", out.Stdout)
 		}
+		// The one difference docs/engines.md states: a bound folder's
+		// mount names its path as its root.
+		if out := r.sh(warm, "cat /proc/self/mountinfo"); !strings.Contains(out, " /workspace /workspace rw,nosuid,noexec ") {
+			t.Errorf("pooled mount table:\n%s", out)
+		}
 	}
 }
 

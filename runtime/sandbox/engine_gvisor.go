@@ -771,8 +771,8 @@ func checkEngine(p *policies.Policy) error {
 	return nil
 }
 
-// engineFor is the engine a policy's sandboxes run under (a pooled
-// container's, whose session has no policy yet, is a container).
+// engineFor is the engine a policy's sandboxes run under, pooled ones
+// included.
 func (rt *Runtime) engineFor(p *policies.Policy) engine {
 	if p != nil && p.Sandbox.Engine == policies.EngineGVisor {
 		return rt.gvisor
