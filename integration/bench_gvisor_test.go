@@ -129,6 +129,9 @@ func (g *gvBench) cleanup() {
 			g.warden("session", "rm", "--force", s.ID)()
 		}
 	}
+	// A daemon keeps its pools' ready sandboxes across a restart: drained
+	// first, also a pool a failed run left filled.
+	g.warden("pool", "drain")()
 	w := &wardenRoot{root: g.root}
 	for _, pid := range w.daemonPids() {
 		syscall.Kill(pid, syscall.SIGTERM)
@@ -326,8 +329,9 @@ func printRatio(what string, ratio, target float64) {
 // its baseline in the same run, interleaved: exec through warden against
 // `runsc exec` into the session's own sandbox and into a bare one started
 // from warden's bundle of the same policy, and against fork+exec timed
-// inside the sandbox; cold session create against `runsc run` of
-// /bin/true; the idle memory of a session against a bare sandbox's.
+// inside the sandbox; cold session create, and create from a warm pool,
+// against `runsc run` of /bin/true; the idle memory of a session and of a
+// pooled sandbox against a bare sandbox's.
 func BenchmarkGVisor(b *testing.B) {
 	g := newGVBench(b)
 	defer g.cleanup()
@@ -423,16 +427,120 @@ func BenchmarkGVisor(b *testing.B) {
 	printGVTable(fmt.Sprintf("gVisor cold create (%d interleaved runs each)", createRuns), rows)
 	printRatio("session create / runsc run", ratio(rows[0], rows[1]), 1.1)
 
+	g.benchWarmCreate(trueBundle, createRuns)
 	g.benchIdleMemory(4)
 }
 
+// poolFull waits until the root's one pool holds size ready sandboxes and
+// starts none.
+func (g *gvBench) poolFull(size int) error {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		out, err := exec.Command(wardenBinary, "--root", g.root, "pool", "status", "--format", "json").Output()
+		if err != nil {
+			return fmt.Errorf("pool status: %v", err)
+		}
+		var st []poolInfo
+		if err := json.Unmarshal(out, &st); err != nil {
+			return err
+		}
+		if len(st) == 1 && st[0].Ready == size && st[0].Refilling == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the pool never refilled: %+v", st)
+		}
+	}
+}
+
+// benchWarmCreate times session create from a warm gVisor pool against
+// `runsc run` of /bin/true, interleaved; before each sample (untimed) the
+// pool is full and starts nothing, so no refill runs beside either.
+func (g *gvBench) benchWarmCreate(trueBundle string, runs int) {
+	b := g.b
+	const size = 2
+	if err := g.warden("pool", "fill", "--policy", g.policy, "--size", strconv.Itoa(size))(); err != nil {
+		b.Fatal(err)
+	}
+	full := func() error { return g.poolFull(size) }
+	n := 0
+	var ids []string
+	d, err := interleaved(runs,
+		func() (time.Duration, error) {
+			if err := full(); err != nil {
+				return 0, err
+			}
+			n++
+			id := "gv-warm-" + strconv.Itoa(n)
+			t, err := sample(g.warden("session", "create", "--id", id, "--policy", g.policy, "--workspace", g.ws))()
+			if err == nil {
+				ids = append(ids, id)
+				err = g.warden("session", "rm", "--force", id)()
+			}
+			return t, err
+		},
+		func() (time.Duration, error) {
+			if err := full(); err != nil {
+				return 0, err
+			}
+			n++
+			return sample(runQuiet(g.runsc, g.runscArgs(g.rsRoot, "run", "--bundle", trueBundle, "bare-warm-true-"+strconv.Itoa(n))...))()
+		},
+		// Until its first command has run a session is of no use: the
+		// agent's loading of the claim's filter falls on that command.
+		func() (time.Duration, error) {
+			if err := full(); err != nil {
+				return 0, err
+			}
+			n++
+			id := "gv-warm-first-" + strconv.Itoa(n)
+			create := g.warden("session", "create", "--id", id, "--policy", g.policy, "--workspace", g.ws)
+			first := g.warden("exec", "--session", id, "--", "true")
+			t, err := sample(func() error {
+				if err := create(); err != nil {
+					return err
+				}
+				return first()
+			})()
+			if err == nil {
+				ids = append(ids, id)
+				err = g.warden("session", "rm", "--force", id)()
+			}
+			return t, err
+		},
+	)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := exec.Command(wardenBinary, "--root", g.root, "pool", "status", "--format", "json").Output()
+	var st []poolInfo
+	if err != nil || json.Unmarshal(out, &st) != nil || len(st) != 1 {
+		b.Fatalf("pool status: %v %s", err, out)
+	}
+	if st[0].Misses != 0 || st[0].Hits != len(ids) {
+		b.Fatalf("not every create was a claim: %+v over %d creates", st[0], len(ids))
+	}
+	var rows []gvRow
+	for i, name := range []string{"warden session create (warm gVisor pool)", "runsc run /bin/true (warden's bundle)",
+		"warden session create + first exec true (warm gVisor pool)"} {
+		p50, p90 := p50p90(d[i])
+		rows = append(rows, gvRow{name, p50, p90})
+	}
+	printGVTable(fmt.Sprintf("gVisor warm create (%d interleaved runs each; the pool full before each, untimed)", runs), rows)
+	printRatio("session create from a warm pool / runsc run", float64(rows[0].p50)/float64(rows[1].p50), 0.2)
+	fmt.Printf("%-62s %6.2f (no target)\n", "create + first exec, warm / runsc run", float64(rows[2].p50)/float64(rows[1].p50))
+	if err := g.warden("pool", "drain")(); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // benchIdleMemory starts n idle sessions and n bare sandboxes of a
-// sleeping process, alternately, and compares what each costs the host
-// (all alive at once, so they split runsc's shared pages alike).
+// sleeping process, alternately, beside a warm pool of n, and compares
+// what each costs the host (all alive at once, so they split runsc's
+// shared pages alike).
 func (g *gvBench) benchIdleMemory(n int) {
 	b := g.b
 	type sandboxes struct{ cgroups []string }
-	var sessions, bare sandboxes
+	var sessions, bare, pooled sandboxes
 	for i := 0; i < n; i++ {
 		id := "gv-idle-" + strconv.Itoa(i)
 		if err := g.warden("session", "create", "--id", id, "--policy", g.policy, "--workspace", g.ws)(); err != nil {
@@ -442,6 +550,21 @@ func (g *gvBench) benchIdleMemory(n int) {
 		name := "bare-idle-" + strconv.Itoa(i)
 		g.startBare(name, g.bundle("bundle-"+name, "sleep", "100000"))
 		bare.cgroups = append(bare.cgroups, filepath.Join("/sys/fs/cgroup/memory", g.cgroup, "bundle-"+name))
+	}
+	// The pool is filled once the sessions exist (started cold, not
+	// claimed from it).
+	if err := g.warden("pool", "fill", "--policy", g.policy, "--size", strconv.Itoa(n))(); err != nil {
+		b.Fatal(err)
+	}
+	if err := g.poolFull(n); err != nil {
+		b.Fatal(err)
+	}
+	ids, _ := filepath.Glob(filepath.Join(g.root, "pool", "pool-*"))
+	for _, dir := range ids {
+		pooled.cgroups = append(pooled.cgroups, g.sessionCgroup(filepath.Base(dir)))
+	}
+	if len(pooled.cgroups) != n {
+		b.Fatalf("%d pooled sandboxes, want %d", len(pooled.cgroups), n)
 	}
 	time.Sleep(2 * time.Second) // let the sandboxes settle
 	measure := func(s sandboxes) (pss, usage []int64) {
@@ -455,10 +578,16 @@ func (g *gvBench) benchIdleMemory(n int) {
 	}
 	sPSS, sUsage := measure(sessions)
 	bPSS, bUsage := measure(bare)
+	pPSS, pUsage := measure(pooled)
 	mib := func(v int64) float64 { return float64(v) / (1 << 20) }
 	fmt.Printf("\ngVisor idle memory (%d of each alive at once, medians; PSS of the sandbox's host processes, and its cgroup's usage)\n", n)
 	fmt.Printf("%-62s %10s %10s\n", "sandbox", "PSS MiB", "cgroup MiB")
 	fmt.Printf("%-62s %10.1f %10.1f\n", "idle warden gVisor session", mib(sPSS[n/2]), mib(sUsage[n/2]))
+	fmt.Printf("%-62s %10.1f %10.1f\n", "ready sandbox of a warm gVisor pool", mib(pPSS[n/2]), mib(pUsage[n/2]))
 	fmt.Printf("%-62s %10.1f %10.1f\n", "idle bare runsc run --detach (sleep)", mib(bPSS[n/2]), mib(bUsage[n/2]))
 	printRatio("session PSS / bare sandbox PSS", float64(sPSS[n/2])/float64(bPSS[n/2]), 1.2)
+	printRatio("pooled sandbox PSS / bare sandbox PSS", float64(pPSS[n/2])/float64(bPSS[n/2]), 1.2)
+	if err := g.warden("pool", "drain")(); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -98,8 +98,8 @@ func (r *wardenRoot) cgroupsOfRoot() []string {
 	return out
 }
 
-// assertNoPool checks no pooled container, cgroup or container state of
-// the root is left.
+// assertNoPool checks no pooled container, cgroup, container state (runsc's
+// too), mount under the root or runsc process of the root is left.
 func (r *wardenRoot) assertNoPool() {
 	r.t.Helper()
 	if ids := r.pooledIDs(); len(ids) > 0 {
@@ -112,6 +112,20 @@ func (r *wardenRoot) assertNoPool() {
 	if len(entries) > 0 {
 		r.t.Errorf("container state left: %d entries", len(entries))
 	}
+	if state, _ := filepath.Glob(filepath.Join(r.root, "runsc", "*.*")); len(state) > 0 {
+		r.t.Errorf("runsc state left: %v", state)
+	}
+	mountinfo, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mountinfo), "\n") {
+		if strings.Contains(line, " "+r.root+"/") {
+			r.t.Errorf("mount left: %s", line)
+		}
+	}
+	for _, pid := range hostPIDs() {
+		if cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline")); err == nil && bytes.Contains(cmdline, []byte(r.root+"/runsc")) {
+			r.t.Errorf("runsc process %d left: %s", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+		}
+	}
 }
 
 var (
@@ -119,6 +133,10 @@ var (
 	anonDev    = regexp.MustCompile(`^0:\d+ `) // each container's own proc, tmpfs, devpts
 	statePaths = regexp.MustCompile(`/(sessions|pool)/[^/ ]+/(bundle|late)/`)
 	peerGroups = regexp.MustCompile(`(shared|master|propagate_from):\d+`)
+	// gVisor's: the descriptor of each gofer mount, and the root of a
+	// folder a pooled agent bound from its staging folder (its own path).
+	goferFDs  = regexp.MustCompile(`rfdno=\d+,wfdno=\d+`)
+	boundRoot = regexp.MustCompile(`^(0:N )(/\S*) (\S+) (.* - 9p .*)$`)
 )
 
 // normalMountinfo is a sandbox's /proc/self/mountinfo without what names
@@ -133,6 +151,10 @@ func normalMountinfo(text, sessionDir string) []string {
 		line = statePaths.ReplaceAllString(line, "/STATE/")
 		line = regexp.MustCompile(`/STATE/masks/\d+`).ReplaceAllString(line, "/STATE/masks/N")
 		line = peerGroups.ReplaceAllString(line, "$1:N")
+		line = goferFDs.ReplaceAllString(line, "rfdno=N,wfdno=N")
+		if m := boundRoot.FindStringSubmatch(line); m != nil && m[2] == m[3] {
+			line = m[1] + "/ " + m[3] + " " + m[4]
+		}
 		out = append(out, line)
 	}
 	sort.Strings(out)

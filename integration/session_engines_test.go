@@ -511,16 +511,40 @@ func TestGVisorEngineChoice(t *testing.T) {
 	if res.Exit != 125 || !strings.Contains(res.Stderr, `unknown engine "kvm"; use one of "container", "gvisor"`) {
 		t.Errorf("--engine kvm: exit %d, %q", res.Exit, res.Stderr)
 	}
-	res = r.warden("pool", "fill", "--policy", gv, "--size", "1")
-	if res.Exit == 0 || !strings.Contains(res.Stderr, "warm pools are not available under engine") {
-		t.Errorf("pool fill of a gvisor policy: exit %d, %q", res.Exit, res.Stderr)
+	// Warm pools keep the engine: a session asking for gVisor never takes
+	// a container's pooled sandbox, however alike their specs, and a
+	// gVisor policy's pool serves its sessions on gVisor.
+	r.fill(plain, 1)
+	r.waitPool(1)
+	id := r.id("strengthened")
+	if res := r.warden("session", "create", "--engine", "gvisor", "--policy", plain, "--workspace", ws, "--id", id); res.Exit != 0 {
+		t.Fatalf("session create --engine gvisor: exit %d, %s", res.Exit, res.Stderr)
+	}
+	if v := r.sh(id, "cat /proc/version"); !strings.Contains(v, "gvisor") {
+		t.Errorf("session create --engine gvisor claimed a container's pooled sandbox: %s", v)
+	}
+	if st := r.poolStatus()[0]; st.Hits != 0 || st.Ready != 1 {
+		t.Errorf("the container pool served a gVisor session: %+v", st)
+	}
+	if res := r.warden("pool", "drain"); res.Exit != 0 {
+		t.Fatal(res.Stderr)
+	}
+	r.fill(gv, 1)
+	r.waitPool(1)
+	id = r.create("warm-gvisor", gv, ws)
+	if v := r.sh(id, "cat /proc/version"); !strings.Contains(v, "gvisor") || r.container(id) == id {
+		t.Errorf("a gvisor policy's session from its pool: container %s, kernel %s", r.container(id), v)
+	}
+	if res := r.warden("pool", "drain"); res.Exit != 0 {
+		t.Fatal(res.Stderr)
 	}
 	ruled := r.policy(enginePolicy("gvisor", "name = \"ruled\"\n[commands]\ndeny = [\"git push **\"]\n"))
 	res = r.warden("session", "create", "--policy", ruled, "--workspace", ws)
 	if res.Exit == 0 || !strings.Contains(res.Stderr, "[commands] rules are not available under engine \"gvisor\" yet") {
 		t.Errorf("a gvisor policy with command rules: exit %d, %q", res.Exit, res.Stderr)
 	}
-	if out, err := exec.Command(wardenBinary, "policy", "explain", gv).CombinedOutput(); err != nil || !strings.Contains(string(out), "engine gvisor") {
+	if out, err := exec.Command(wardenBinary, "policy", "explain", gv).CombinedOutput(); err != nil || !strings.Contains(string(out), "engine gvisor") ||
+		!strings.Contains(string(out), "warm pools as on engine container") || strings.Contains(string(out), "no warm pool") {
 		t.Errorf("policy explain of a gvisor policy: %v\n%s", err, out)
 	}
 }

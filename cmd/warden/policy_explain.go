@@ -53,7 +53,7 @@ func explain(w io.Writer, p *policies.Policy, b *spec.Bundle) {
 	fmt.Fprintln(w, "\nisolation:")
 	if p.Sandbox.Engine == policies.EngineGVisor {
 		fmt.Fprintln(w, "  engine gvisor: gVisor's application kernel (runsc) stands between the sandbox and the host's kernel")
-		fmt.Fprintln(w, "  differences: no [commands] rules yet; no warm pool yet (sessions start cold); a memory limit exceeded ends the whole sandbox;")
+		fmt.Fprintln(w, "  differences: no [commands] rules yet; warm pools as on engine container (a claim binds the folders inside gVisor's kernel); a memory limit exceeded ends the whole sandbox;")
 		fmt.Fprintln(w, "  exec.allow is held by the file view (programs not allowed are absent) and warden's own binary, the agent, stays runnable")
 	} else {
 		fmt.Fprintln(w, "  engine container: namespaces, seccomp, Landlock and cgroups on the host's kernel (engine = \"gvisor\" puts gVisor in between)")

@@ -37,6 +37,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <linux/capability.h>
 #include <sys/signalfd.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -213,6 +215,8 @@ static int request_member(void *ctx, const char *key, const char *v, const char 
 		return read_bool(v, end, &r->tty);
 	if (!strcmp(key, "seal"))
 		return read_bool(v, end, &r->seal);
+	if (!strcmp(key, "binds"))
+		return read_list(v, end, &r->binds, &r->nul);
 	if (!strcmp(key, "rules"))
 		return read_bool(v, end, &r->rules);
 	if (!strcmp(key, "egress"))
@@ -248,6 +252,7 @@ void agent_free_request(struct request *r)
 {
 	strings_free(&r->argv);
 	strings_free(&r->env);
+	strings_free(&r->binds);
 	free(r->cwd);
 	free(r->path);
 	*r = (struct request){0};
@@ -824,7 +829,10 @@ static struct agent {
 	int nspares;
 	struct relay *relays;
 	int nrelays;
-} agent = {.landlock = {.fd = -1}, .stub_listener = -1, .rules = -1,
+	int claimed; /* a pooled gVisor agent has bound its session's folders (gvisor_claim) */
+	const char *seccomp_claim; /* --seccomp-claim: the filter that takes back what the claim needed */
+	int claim_filter;          /* it, open, until loaded after the claim's answer (load_claim_filter) */
+} agent = {.landlock = {.fd = -1}, .stub_listener = -1, .rules = -1, .claim_filter = -1,
 	   .memfds = {[0 ... 63] = -1}, .egress_listener = -1, .egress = -1};
 
 static char listener_tag, signal_tag, stub_tag, rules_tag, egress_listener_tag, egress_tag;
@@ -875,6 +883,11 @@ static int seal(struct event *ev)
 	if (agent.sealed)
 		return 0;
 	if (agent.gvisor) {
+		if (agent.cfg.pooled && !agent.claimed) {
+			if (!ev->error.len)
+				set_error(ev, 125, "the sandbox's folders are not bound yet", NULL, NULL);
+			return -1;
+		}
 		agent.sealed = 1;
 		return 0;
 	}
@@ -1549,6 +1562,152 @@ static struct relay_end *relay_of(void *tag)
 }
 
 static void kill_all(struct conn *c);
+/* GVISOR_LATE_DIR is a pooled gVisor sandbox's staging folder
+ * (runtime/sandbox: gvisorLateDir). */
+#define GVISOR_LATE_DIR "/dev/.warden-late"
+
+static void load_seccomp(const char *path);
+
+/* cap_bounding is the bounding set, from /proc/self/status (one read
+ * where a PR_CAPBSET_READ per capability costs gVisor a system call each). */
+static int cap_bounding(unsigned long long *set)
+{
+	char text[4096];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof text - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	text[n] = 0;
+	char *p = strstr(text, "\nCapBnd:");
+	if (!p || sscanf(p + 8, "%llx", set) != 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
+
+/* drop_caps gives up every capability for good: the bounding set, the
+ * ambient, inheritable, permitted and effective sets, checked after. */
+static int drop_caps(void)
+{
+	unsigned long long bnd;
+	if (cap_bounding(&bnd) < 0)
+		return -1;
+	for (int c = 0; c < 64; c++)
+		if ((bnd >> c & 1) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
+			return -1;
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return -1;
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {0};
+	if (syscall(SYS_capset, &h, d) < 0 || syscall(SYS_capget, &h, d) < 0 || cap_bounding(&bnd) < 0)
+		return -1;
+	if (bnd || d[0].effective || d[0].permitted || d[0].inheritable || d[1].effective || d[1].permitted ||
+	    d[1].inheritable) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
+
+/* gvisor_claim takes a pooled gVisor sandbox's session folders, once: the
+ * host mounted each under the staging folder, at its own path, in the
+ * gofer's view; the agent binds it at that path in gVisor's kernel with
+ * its flags, unmounts the staging folder, gives up CAP_SYS_ADMIN (held
+ * for this alone) and loads the filter that refuses again the calls the
+ * claim needed (runtime/sandbox: claimSeccomp; the policy's filter less
+ * those was loaded at start: gVisor takes ~10 ms to load a whole one, and
+ * ~7 ms for this one, which load_claim_filter loads once the claim has its
+ * answer). Until all of it is done no command runs (seal). */
+static int gvisor_claim(const struct strings *binds, struct event *ev)
+{
+	char src[PATH_MAX];
+	for (int i = 0; i < binds->n; i++) {
+		const char *b = binds->v[i], *path = strchr(b, ':');
+		if (!path || path[1] != '/' || snprintf(src, sizeof src, "%s%s", GVISOR_LATE_DIR, path + 1) >= (int)sizeof src) {
+			set_error(ev, 125, "claim: bad bind ", b, NULL);
+			return -1;
+		}
+		path++;
+		unsigned long flags = MS_BIND | MS_REMOUNT;
+		struct strings f = {0};
+		char *list = strndup(b, (size_t)(path - 1 - b));
+		if (!list) {
+			set_error(ev, 125, "claim: out of memory", NULL, NULL);
+			return -1;
+		}
+		split_on(&f, list, ',');
+		free(list);
+		for (int j = 0; j < f.n; j++) {
+			unsigned long one = !strcmp(f.v[j], "ro") ? MS_RDONLY : !strcmp(f.v[j], "nosuid") ? MS_NOSUID :
+					    !strcmp(f.v[j], "noexec")                         ? MS_NOEXEC : 0;
+			if (!one) {
+				set_error(ev, 125, "claim: bad bind ", b, NULL);
+				strings_free(&f);
+				return -1;
+			}
+			flags |= one;
+		}
+		strings_free(&f);
+		/* Both ends where they are named, through no symbolic link (a
+		 * workspace's own could lead one elsewhere in the sandbox). */
+		char *real_src = realpath(src, NULL), *real_path = realpath(path, NULL);
+		int same = real_src && real_path && !strcmp(real_src, src) && !strcmp(real_path, path);
+		free(real_src);
+		free(real_path);
+		if (!same) {
+			set_error(ev, 125, "claim: ", path, " is not a folder of its own (a symbolic link on its way?)");
+			return -1;
+		}
+		if (mount(src, path, NULL, MS_BIND, NULL) < 0 || mount(NULL, path, NULL, flags, NULL) < 0) {
+			set_error(ev, 125, "claim: bind ", path, NULL);
+			buf_puts(&ev->error, ": ");
+			buf_puts(&ev->error, strerror(errno));
+			return -1;
+		}
+	}
+	/* The claim's filter is in the staging folder: opened before it goes. */
+	int filter = agent.seccomp_claim ? open(agent.seccomp_claim, O_RDONLY | O_CLOEXEC) : -1;
+	if (agent.seccomp_claim && filter < 0) {
+		set_error(ev, 125, "claim: seccomp filter: ", strerror(errno), NULL);
+		return -1;
+	}
+	/* Under gVisor's own /dev, so nothing of the gofer's view is left
+	 * at its path once unmounted: its mountpoint, gVisor's, goes too. */
+	if (umount2(GVISOR_LATE_DIR, MNT_DETACH) < 0 || rmdir(GVISOR_LATE_DIR) < 0) {
+		int e = errno;
+		if (filter >= 0)
+			close(filter);
+		set_error(ev, 125, "claim: unmount " GVISOR_LATE_DIR ": ", strerror(e), NULL);
+		return -1;
+	}
+	if (drop_caps() < 0) {
+		int e = errno;
+		if (filter >= 0)
+			close(filter);
+		set_error(ev, 125, "claim: drop capabilities: ", strerror(e), NULL);
+		return -1;
+	}
+	agent.claim_filter = filter;
+	agent.claimed = 1;
+	return 0;
+}
+
+/* load_claim_filter loads the claim's filter right after the claim's
+ * answer is sent, before the agent takes any other message: no command
+ * runs without it (a failure ends the agent, and with it the sandbox). */
+static void load_claim_filter(void)
+{
+	if (agent.claim_filter < 0)
+		return;
+	char fd_path[32];
+	snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", agent.claim_filter);
+	load_seccomp(fd_path);
+	close(agent.claim_filter);
+	agent.claim_filter = -1;
+}
 
 /* serve handles a connection's first message: a seal or a command. */
 static void serve(struct conn *c)
@@ -1607,6 +1766,9 @@ static void serve(struct conn *c)
 		if (host < 0)
 			set_error(&ev, 125, "terminal: ", "under gVisor the host's end of the terminal must come with the request", NULL);
 	}
+	/* A pooled gVisor sandbox takes its session's folders at its seal. */
+	if (r.seal && agent.gvisor && agent.cfg.pooled && !agent.claimed)
+		gvisor_claim(&r.binds, &ev);
 	/* A pooled sandbox seals before its first command at the latest. */
 	if ((!agent.gvisor || !r.tty || host >= 0) && seal(&ev) == 0 && !r.seal)
 		pid = start(&agent.cfg, &r, fds, nfds, &master, &ev);
@@ -1620,6 +1782,7 @@ static void serve(struct conn *c)
 		send_event(c->fd, &ev, -1);
 		free(ev.error.p);
 		drop(c);
+		load_claim_filter();
 		return;
 	}
 	c->pid = pid;
@@ -1916,7 +2079,8 @@ static void parse_flags(int argc, char **argv)
 		}
 		if (strcmp(name, "exec-allow") && strcmp(name, "writable") && strcmp(name, "exec-dirs") &&
 		    strcmp(name, "hidden-programs") && strcmp(name, "rlimits") && strcmp(name, "stubs") &&
-		    strcmp(name, "listen") && strcmp(name, "seccomp") && strcmp(name, "egress"))
+		    strcmp(name, "listen") && strcmp(name, "seccomp") && strcmp(name, "egress") &&
+		    strcmp(name, "seccomp-claim"))
 			fatal("agent: flag provided but not defined", argv[i]);
 		if (!value && ++i >= argc)
 			fatal("agent: flag needs an argument", name);
@@ -1938,6 +2102,8 @@ static void parse_flags(int argc, char **argv)
 			agent.listen = value;
 		} else if (!strcmp(name, "seccomp")) {
 			agent.seccomp = value;
+		} else if (!strcmp(name, "seccomp-claim")) {
+			agent.seccomp_claim = value;
 		} else if (!strcmp(name, "egress")) {
 			agent.egress_addr = value;
 		} else if (!strcmp(name, "stubs")) {
@@ -1979,6 +2145,8 @@ static void parse_flags(int argc, char **argv)
 		fatal("agent: --seccomp is for --gvisor, whose runtime loads no filter", NULL);
 	if (agent.egress_addr && !agent.gvisor)
 		fatal("agent: --egress is for --gvisor; a container's proxy listener is made by the host", NULL);
+	if (agent.seccomp_claim && !(agent.gvisor && cfg->pooled && agent.seccomp))
+		fatal("agent: --seccomp-claim is for a pooled --gvisor agent with --seccomp", NULL);
 }
 
 /* load_seccomp loads the sandbox's seccomp filter (a BPF program the host

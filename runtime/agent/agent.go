@@ -47,6 +47,7 @@ type request struct {
 	Cwd        string
 	Tty, Seal  bool
 	Rows, Cols uint16
+	Binds      []string
 }
 
 // parseRequest reads msg with the agent's parser; nul reports a string
@@ -67,6 +68,9 @@ func parseRequest(msg []byte) (r request, nul, ok bool) {
 	}
 	if cr.env.v != nil && r.Env == nil {
 		r.Env = []string{}
+	}
+	if r.Binds = goStrings(&cr.binds); cr.binds.v != nil && r.Binds == nil {
+		r.Binds = []string{}
 	}
 	if cr.cwd != nil {
 		r.Cwd = C.GoString(cr.cwd)

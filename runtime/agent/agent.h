@@ -46,6 +46,7 @@ struct request {
 	long long upstream; /* on that channel: the id of the upstream passed with it */
 	long long run;    /* 1 + the ruled program the host approved, for a stub argv[0] */
 	char *path;       /* a stub's: the path it was started by */
+	struct strings binds; /* with seal: the folders a pooled gVisor agent binds, FLAGS:PATH */
 	int nul; /* a string held a NUL byte, which no C string can carry */
 };
 

@@ -23,6 +23,7 @@ func TestParseRequest(t *testing.T) {
 		{Argv: []string{"ls", "-l"}, Env: []string{"PATH=/bin", "A=b=c"}, Cwd: "/workspace"},
 		{Argv: []string{"sh", "-c", "echo \"hi\" \\ \u2028 \U0001F600 \x01"}, Env: []string{}, Tty: true, Rows: 24, Cols: 65535},
 		{Seal: true},
+		{Seal: true, Binds: []string{"nosuid,nodev,noexec:/workspace", "ro:/data"}},
 	} {
 		msg, err := json.Marshal(want)
 		if err != nil {
@@ -63,6 +64,7 @@ func TestParseRequest(t *testing.T) {
 func FuzzParseRequest(f *testing.F) {
 	f.Add([]byte(`{"argv":["ls","-l"],"env":["PATH=/bin"],"cwd":"/","tty":true,"rows":24,"cols":80}`))
 	f.Add([]byte(`{"seal":true}`))
+	f.Add([]byte(`{"seal":true,"binds":["ro:/data"]}`))
 	f.Add([]byte(`{"argv":["\ud83d\ude00"],"x":[{"y":null},-1.5e3,false]}`))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		got, nul, ok := parseRequest(msg)
@@ -74,7 +76,7 @@ func FuzzParseRequest(f *testing.F) {
 		if ok && !nul && !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q: C %+v, Go %+v", msg, got, want)
 		}
-		if ok && nul != (strings.ContainsRune(want.Cwd, 0) || slices.ContainsFunc(append(want.Argv, want.Env...),
+		if ok && nul != (strings.ContainsRune(want.Cwd, 0) || slices.ContainsFunc(append(append(want.Argv, want.Env...), want.Binds...),
 			func(s string) bool { return strings.ContainsRune(s, 0) })) {
 			t.Fatalf("%q: C nul=%v, Go %+v", msg, nul, want)
 		}

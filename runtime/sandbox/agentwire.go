@@ -11,6 +11,9 @@ type execRequest struct {
 	Cols uint16   `json:"cols,omitempty"`
 	// Seal, alone, tells a pooled agent its session's folders are bound.
 	Seal bool `json:"seal,omitempty"`
+	// Binds, with Seal, are the folders a pooled gVisor agent binds
+	// (gvisorBinds).
+	Binds []string `json:"binds,omitempty"`
 	// Rules, alone, opens the command rules' channel (commands.go).
 	Rules bool `json:"rules,omitempty"`
 	// Egress, alone, opens a gVisor agent's egress channel

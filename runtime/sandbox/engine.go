@@ -67,6 +67,11 @@ type container interface {
 	// destroy kills every process of the container and removes the
 	// engine's state of it.
 	destroy() error
+	// lateNamespace opens the mount namespace a claim binds the session's
+	// folders in, and lateRoot is the folder there that stands for the
+	// sandbox's root (see bindLate).
+	lateNamespace() (*os.File, error)
+	lateRoot() string
 }
 
 type containerStatus int

@@ -93,6 +93,10 @@ func (e *containerEngine) load(id string) (container, error) {
 
 type libcontainerContainer struct{ c *libcontainer.Container }
 
+// A container's late mounts go straight into its own mount namespace.
+func (l libcontainerContainer) lateNamespace() (*os.File, error) { return mountNamespace(l) }
+func (l libcontainerContainer) lateRoot() string                 { return "/" }
+
 func (l libcontainerContainer) init() (int, uint64, error) {
 	st, err := l.c.State()
 	if err != nil {

@@ -36,7 +36,12 @@ import (
 //     host shares (--host-uds=create), the host links it into the
 //     session's folder and the agent removes the shared name at the
 //     first connection (runtime/agent/agent.c).
-//   - No late binds into a running sandbox: every mount is in the spec.
+//   - No late binds into a running sandbox from the host's side: every
+//     mount of a cold start is in the spec. A pooled sandbox starts with
+//     a staging folder of its own at gvisorLateDir; a claim mounts the
+//     session's folders under it in the gofer's mount namespace, whose
+//     lookups see them, and the agent binds them to their places in
+//     gVisor's kernel and unmounts the staging folder (pooledSpec).
 //   - No Landlock: exec.allow is held by the file view. Programs the list
 //     does not allow are whited out of an overlay of each exec-capable
 //     system folder (programViews), so they are not there to be run,
@@ -109,7 +114,72 @@ func lastLine(text string, err error) string {
 	return err.Error()
 }
 
+// lateBinds is false: a cold start mounts everything from its spec,
+// without the round trip a claim's binds take (pooledSpec).
 func (e *gvisorEngine) lateBinds() bool { return false }
+
+// gvisorLateDir is a pooled sandbox's staging folder, in the sandbox: the
+// claim's folders appear under it (at their own paths below it) until
+// the agent has bound them and unmounted it.
+const gvisorLateDir = "/dev/.warden-late"
+
+// gvisorGoferRoot is where runsc's gofer shows the sandbox's root in its
+// own mount namespace (runsc/cmd/sandboxsetup: the root file system is
+// bound at /root of a tmpfs the gofer pivots into).
+const gvisorGoferRoot = "/root"
+
+// pooledSpec readies the spec of a pooled sandbox (its agent --pooled)
+// for its claim: a staging folder of its own, stage on the host, at
+// gvisorLateDir, and CAP_SYS_ADMIN for the agent alone, which it needs in
+// gVisor's kernel to bind the folders the claim brings and gives up (with
+// every other capability, and before loading the policy's seccomp
+// filter) before any command runs. The host's kernel never sees the
+// capability: gVisor's kernel holds it, and no sandbox code runs before
+// the claim. The staging folder is the sandbox user's and empty but for the
+// mountpoints of the session's folders and the claim's seccomp filter
+// (claimSeccomp). sp's process is the caller's own copy.
+func pooledSpec(sp *specs.Spec, stage string) error {
+	uid, gid := int(sp.Linux.UIDMappings[0].HostID), int(sp.Linux.GIDMappings[0].HostID)
+	if err := os.Mkdir(stage, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chown(stage, uid, gid); err != nil {
+		return err
+	}
+	for _, d := range []string{spec.WorkspacePath, spec.DataPath} {
+		if err := os.Mkdir(filepath.Join(stage, d), 0o755); err != nil {
+			return err
+		}
+	}
+	sp.Mounts = append(sp.Mounts, specs.Mount{Destination: gvisorLateDir, Type: "bind", Source: stage,
+		Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+	admin := []string{"CAP_SYS_ADMIN", "CAP_SETPCAP"} // SETPCAP: to empty the bounding set
+	sp.Process.Capabilities = &specs.LinuxCapabilities{Bounding: admin, Effective: admin, Permitted: admin}
+	return nil
+}
+
+// gvisorBinds are the late mounts a claimed gVisor agent binds in gVisor's
+// kernel, each "FLAGS:PATH" with the mount's flags (ro, nosuid, noexec) as
+// gVisor's kernel should hold them; nodev is left out as runsc leaves it
+// out of a cold start's mounts (gVisor opens no host device through a
+// folder). A folder's mount is bound; a mask of a file is not (its host
+// mount is read-only already, and it hides the file either way).
+func gvisorBinds(late []specs.Mount) []string {
+	var binds []string
+	for _, m := range late {
+		if fi, err := os.Stat(m.Source); err != nil || !fi.IsDir() {
+			continue
+		}
+		var flags []string
+		for _, f := range []string{"ro", "nosuid", "noexec"} {
+			if slices.Contains(m.Options, f) || slices.Contains(m.Options, "r"+f) {
+				flags = append(flags, f)
+			}
+		}
+		binds = append(binds, strings.Join(flags, ",")+":"+m.Destination)
+	}
+	return binds
+}
 
 func (e *gvisorEngine) start(req startRequest) (container, error) {
 	if _, err := e.rt.Runsc(); err != nil {
@@ -132,6 +202,7 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	}
 	sp.Mounts = append(sp.Mounts, specs.Mount{Destination: gvisorAgentDir, Type: "bind", Source: share,
 		Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+	pooled := slices.Contains(sp.Process.Args, "--pooled")
 	if err := mountpoints(sp); err != nil {
 		return nil, err
 	}
@@ -184,7 +255,7 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 		}
 		return fail(fmt.Errorf("start sandbox: runsc run: %s", why))
 	}
-	if err := c.record(pidFile, req.socket); err != nil {
+	if err := c.record(pidFile, req.socket, pooled); err != nil {
 		return fail(err)
 	}
 	// The agent binds its socket as it starts; the host's name for it is
@@ -319,6 +390,8 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, viewHolds, er
 			}
 		case "--writable", "--hidden-programs", "--exec-dirs": // Landlock's
 			i++
+		case "--pooled":
+			args = append(args, a)
 		}
 	}
 	proc.Args = args
@@ -341,20 +414,101 @@ func (e *gvisorEngine) sandboxSpec(req startRequest) (*specs.Spec, viewHolds, er
 	// every refusal into EPERM, clone3's ENOSYS included, which libc does
 	// not replace with clone): setuid bits, memfd, namespaces and the rest
 	// stay refused inside gVisor as they are on the host's kernel.
-	if linux.Seccomp != nil {
-		filter := filepath.Join(sp.Root.Path, gvisorSeccompFile)
-		if err := wseccomp.WriteBPF(gvisorSeccomp(linux.Seccomp), filter); err != nil {
+	pooled := slices.Contains(args, "--pooled")
+	stage := filepath.Join(filepath.Dir(req.socket), "stage")
+	if pooled {
+		if err := pooledSpec(&sp, stage); err != nil {
 			holds.release()
-			return nil, nil, fmt.Errorf("seccomp filter: %w", err)
+			return nil, nil, err
 		}
-		proc.Args = append(proc.Args, "--seccomp", gvisorSeccompFile)
+	}
+	if linux.Seccomp != nil {
+		profile := gvisorSeccomp(linux.Seccomp)
+		var claim *specs.LinuxSeccomp
+		if pooled {
+			var err error
+			if profile, claim, err = claimSeccomp(profile); err != nil {
+				holds.release()
+				return nil, nil, err
+			}
+		}
+		// The claim's filter is in the staging folder, gone with it.
+		for _, f := range []struct {
+			profile         *specs.LinuxSeccomp
+			host, path, arg string
+		}{
+			{profile, filepath.Join(sp.Root.Path, gvisorSeccompFile), gvisorSeccompFile, "--seccomp"},
+			{claim, filepath.Join(stage, gvisorClaimSeccompFile), gvisorLateDir + "/" + gvisorClaimSeccompFile, "--seccomp-claim"},
+		} {
+			if f.profile == nil {
+				continue
+			}
+			if err := wseccomp.WriteBPF(f.profile, f.host); err != nil {
+				holds.release()
+				return nil, nil, fmt.Errorf("seccomp filter: %w", err)
+			}
+			proc.Args = append(proc.Args, f.arg, f.path)
+		}
 	}
 	linux.Seccomp = nil
 	return &sp, holds, nil
 }
 
-// gvisorSeccompFile is where the agent finds its filter, in the sandbox.
-const gvisorSeccompFile = "/.warden/seccomp.bpf"
+// gvisorSeccompFile is where the agent finds its filter, in the sandbox,
+// and gvisorClaimSeccompFile a pooled agent's second one (claimSeccomp).
+const (
+	gvisorSeccompFile      = "/.warden/seccomp.bpf"
+	gvisorClaimSeccompFile = "seccomp-claim.bpf" // in the staging folder
+)
+
+// gvisorClaimCalls are what a pooled agent's claim calls that a policy's
+// filter refuses: binding the session's folders in gVisor's kernel.
+var gvisorClaimCalls = []string{"mount", "umount2"}
+
+// claimSeccomp splits a pooled gVisor sandbox's filter in two: the agent
+// loads start before its claim, the policy's filter but allowing
+// gvisorClaimCalls, and claim after, which allows everything but those
+// and gives them the policy's rules. Filters stack, so both together are
+// the policy's. (gVisor takes ~10 ms to load a policy's filter, more than
+// a claim's whole budget; claim's few rules take next to nothing.) A rule
+// on those calls with conditions on their arguments is not split (where
+// its conditions do not hold, claim's default would answer instead of
+// the policy's): such a policy is not pooled.
+func claimSeccomp(s *specs.LinuxSeccomp) (start, claim *specs.LinuxSeccomp, err error) {
+	st := *s
+	st.Syscalls = nil
+	claim = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, Architectures: s.Architectures}
+	ruled := map[string]bool{}
+	for _, r := range s.Syscalls {
+		var kept, moved []string
+		for _, n := range r.Names {
+			if slices.Contains(gvisorClaimCalls, n) {
+				moved, ruled[n] = append(moved, n), true
+			} else {
+				kept = append(kept, n)
+			}
+		}
+		if len(moved) > 0 {
+			if len(r.Args) > 0 {
+				return nil, nil, fmt.Errorf("%w: the seccomp rule on %s has conditions on its arguments, which a pooled gVisor sandbox cannot split; its sessions start cold", spec.ErrInvalid, strings.Join(moved, ", "))
+			}
+			c := r
+			c.Names = moved
+			claim.Syscalls = append(claim.Syscalls, c)
+		}
+		if len(kept) > 0 {
+			r.Names = kept
+			st.Syscalls = append(st.Syscalls, r)
+		}
+	}
+	for _, n := range gvisorClaimCalls {
+		if !ruled[n] {
+			claim.Syscalls = append(claim.Syscalls, specs.LinuxSyscall{Names: []string{n}, Action: s.DefaultAction, ErrnoRet: s.DefaultErrnoRet})
+		}
+	}
+	st.Syscalls = append(st.Syscalls, specs.LinuxSyscall{Names: slices.Clone(gvisorClaimCalls), Action: specs.ActAllow})
+	return &st, claim, nil
+}
 
 // gvisorSeccomp is a policy's filter for a gVisor sandbox: the same, and
 // no signal to the agent. The host's kernel keeps a namespace's init from
@@ -402,14 +556,18 @@ type gvisorRecord struct {
 	Start  uint64 `json:"start"`
 	Socket string `json:"socket"` // the agent's, on the host
 	Paused bool   `json:"paused,omitempty"`
+	// A pooled sandbox's gofer, in whose mount namespace a claim binds.
+	GoferPid   int    `json:"goferPid,omitempty"`
+	GoferStart uint64 `json:"goferStart,omitempty"`
 }
 
 func (c *gvisorContainer) recordPath() string {
 	return filepath.Join(c.e.stateDir(), c.id+".warden.json")
 }
 
-// record notes the sandbox process runsc started, from its pid file.
-func (c *gvisorContainer) record(pidFile, socket string) error {
+// record notes the sandbox process runsc started, from its pid file, and
+// for a pooled sandbox its gofer, from runsc's state file.
+func (c *gvisorContainer) record(pidFile, socket string, pooled bool) error {
 	data, err := os.ReadFile(pidFile)
 	if err != nil {
 		return fmt.Errorf("runsc's pid file: %w", err)
@@ -422,8 +580,65 @@ func (c *gvisorContainer) record(pidFile, socket string) error {
 	if err != nil {
 		return err
 	}
-	return c.save(gvisorRecord{Pid: pid, Start: start, Socket: socket})
+	r := gvisorRecord{Pid: pid, Start: start, Socket: socket}
+	if pooled {
+		state, err := os.ReadFile(filepath.Join(c.e.stateDir(), c.id+"_sandbox:"+c.id+".state"))
+		if err != nil {
+			return fmt.Errorf("runsc's state: %w", err)
+		}
+		var st struct {
+			GoferPid int `json:"goferPid"`
+		}
+		if err := json.Unmarshal(state, &st); err != nil || st.GoferPid <= 0 {
+			return fmt.Errorf("runsc's state names no gofer (%v)", err)
+		}
+		if r.GoferStart, err = processStart(st.GoferPid); err != nil {
+			return fmt.Errorf("the sandbox's gofer: %w", err)
+		}
+		r.GoferPid = st.GoferPid
+	}
+	return c.save(r)
 }
+
+// rehome records where the agent's socket is once its folder moved.
+func (c *gvisorContainer) rehome(socket string) error {
+	r, err := c.load()
+	if err != nil {
+		return err
+	}
+	r.Socket = socket
+	return c.save(r)
+}
+
+// lateNamespace is the gofer's mount namespace: gVisor's kernel reaches
+// the host's files through the gofer's view (its descriptors, opened
+// lazily), so a folder mounted there under the staging folder appears in
+// the sandbox.
+func (c *gvisorContainer) lateNamespace() (*os.File, error) {
+	r, err := c.load()
+	if err != nil {
+		return nil, err
+	}
+	if r.GoferPid <= 0 {
+		return nil, errors.New("the sandbox was not started for a pool: it has no staging folder")
+	}
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", r.GoferPid))
+	if err != nil {
+		return nil, fmt.Errorf("the sandbox's gofer: %w", err)
+	}
+	// The pid could have died and been reused between load and Open.
+	if start, err := processStart(r.GoferPid); err != nil || start != r.GoferStart {
+		ns.Close()
+		return nil, errors.New("the sandbox's gofer is gone")
+	}
+	if s, err := c.status(); err != nil || s != running {
+		ns.Close()
+		return nil, fmt.Errorf("sandbox is not running (%v)", s)
+	}
+	return ns, nil
+}
+
+func (c *gvisorContainer) lateRoot() string { return gvisorGoferRoot + gvisorLateDir }
 
 func (c *gvisorContainer) save(r gvisorRecord) error {
 	data, err := json.Marshal(r)
@@ -556,8 +771,8 @@ func checkEngine(p *policies.Policy) error {
 	return nil
 }
 
-// engineFor is the engine a policy's sandboxes run under (a pooled
-// container's, whose session has no policy yet, is a container).
+// engineFor is the engine a policy's sandboxes run under, pooled ones
+// included.
 func (rt *Runtime) engineFor(p *policies.Policy) engine {
 	if p != nil && p.Sandbox.Engine == policies.EngineGVisor {
 		return rt.gvisor

@@ -27,9 +27,10 @@ func init() {
 // is cloned in the host's namespace (open_tree), given the mount's flags
 // and id mapping (mount_setattr), then moved onto its destination from a
 // thread that has entered the container's mount namespace (move_mount).
-// Destinations resolve inside the container's root, as runc resolves
+// Destinations resolve inside root, the folder of that namespace that
+// stands for the sandbox's root ("/" for a container), as runc resolves
 // them, so a symlink in a workspace cannot lead a mount out of it.
-func bindLate(mntns int, mounts []specs.Mount) error {
+func bindLate(mntns int, root string, mounts []specs.Mount) error {
 	if len(mounts) == 0 {
 		return nil
 	}
@@ -52,20 +53,20 @@ func bindLate(mntns int, mounts []specs.Mount) error {
 		// goroutine instead of going back to the scheduler while it is
 		// still in the container's namespace.
 		goruntime.LockOSThread()
-		done <- moveMounts(mntns, mounts, trees)
+		done <- moveMounts(mntns, root, mounts, trees)
 	}()
 	return <-done
 }
 
 // moveMounts runs on a locked thread it may leave in another namespace.
-func moveMounts(ns int, mounts []specs.Mount, trees []int) error {
+func moveMounts(ns int, rootPath string, mounts []specs.Mount, trees []int) error {
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("late mount: unshare: %w", err)
 	}
 	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("late mount: enter the container: %w", err)
 	}
-	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := unix.Open(rootPath, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("late mount: the container's root: %w", err)
 	}

@@ -31,8 +31,9 @@ import (
 // those are bound into the running container when a session claims it.
 //
 // Which pooled container may serve a session is decided by content, not by
-// names: the key of a container is a hash of its spec and rootfs without
-// those late mounts (bundle paths and the container's name left out). A
+// names: the key of a container is a hash of its engine, its spec and rootfs
+// without those late mounts (bundle paths and the container's name left
+// out). A
 // claim generates the spec a cold start would use for the session, and
 // takes a container only if its key is the same; whatever would differ
 // (another policy, skill folder or identity, a deny rule that shows
@@ -113,13 +114,13 @@ type Pooled struct {
 	Identity spec.Identity `json:"identity"`
 
 	container container
-	mntns     *os.File // the sandbox's mount namespace, held from its start: no pid can be mistaken
+	mntns     *os.File // where a claim binds its folders (lateNamespace), held from its start: no pid can be mistaken
 }
 
-// attach keeps a handle on a running pooled container and its mount
-// namespace.
+// attach keeps a handle on a running pooled container and the mount
+// namespace a claim binds in.
 func (p *Pooled) attach(c container) error {
-	ns, err := mountNamespace(c)
+	ns, err := c.lateNamespace()
 	if err != nil {
 		return err
 	}
@@ -301,8 +302,9 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, pooled bool)
 
 // poolView splits a generated bundle into the key of the pooled container
 // that can serve it and the mounts a claim binds late, in the order the
-// spec mounts them.
-func poolView(b *spec.Bundle, bundleDir string) (key string, late []specs.Mount, err error) {
+// spec mounts them. The engine is part of the key: a gVisor policy's
+// session never takes a container's sandbox, nor the reverse.
+func poolView(b *spec.Bundle, bundleDir string, engine policies.Engine) (key string, late []specs.Mount, err error) {
 	var sp specs.Spec
 	data, err := json.Marshal(b.Spec)
 	if err != nil {
@@ -318,10 +320,14 @@ func poolView(b *spec.Bundle, bundleDir string) (key string, late []specs.Mount,
 	// Every pooled sandbox has a uid of its own; a claim moves the
 	// session's mounts to it.
 	spec.Reidentify(&sp, spec.SpecIdentity(&sp), spec.DefaultIdentity)
+	if engine != policies.EngineGVisor {
+		engine = "" // the container engine's keys are those of before engines
+	}
 	view, err := json.Marshal(struct {
+		Engine policies.Engine `json:",omitempty"`
 		Spec   *specs.Spec
 		Rootfs []spec.Entry
-	}{&sp, b.Rootfs})
+	}{engine, &sp, b.Rootfs})
 	if err != nil {
 		return "", nil, err
 	}
@@ -345,17 +351,13 @@ func (rt *Runtime) PoolKey(p *policies.Policy, vars policies.Vars) (string, erro
 	if err != nil {
 		return "", err
 	}
-	key, _, err := poolView(b, dir)
+	key, _, err := poolView(b, dir, p.Sandbox.Engine)
 	return key, err
 }
 
-// checkPoolable refuses a pool of a policy whose engine cannot bind a
-// session's folders into a running sandbox.
+// checkPoolable refuses a pool of a policy whose sandboxes cannot start.
 func (rt *Runtime) checkPoolable(p *policies.Policy) error {
-	if p.Sandbox.Engine == policies.EngineGVisor { // gvisorEngine.lateBinds
-		return kindf(spec.ErrInvalid, "policy %s: warm pools are not available under engine %q yet (a pooled sandbox takes its session's folders late, which runsc cannot); its sessions start cold", p.Name, p.Sandbox.Engine)
-	}
-	return nil
+	return checkEngine(p)
 }
 
 func NewPoolID() string {
@@ -396,7 +398,7 @@ func (rt *Runtime) StartPooled(id string, p *policies.Policy, vars policies.Vars
 	if err != nil {
 		return nil, err
 	}
-	key, _, err := poolView(b, bundleDir)
+	key, _, err := poolView(b, bundleDir, p.Sandbox.Engine)
 	if err != nil {
 		return nil, err
 	}
@@ -428,7 +430,7 @@ func (rt *Runtime) StartPooled(id string, p *policies.Policy, vars policies.Vars
 	if err := WriteStateFile(filepath.Join(dir, "pool.json"), data); err != nil {
 		return nil, err
 	}
-	s := &Session{ID: id, rt: rt, home: dir}
+	s := &Session{ID: id, rt: rt, home: dir, policy: p} // the policy chooses the engine
 	if err := rt.startContainer(s, b.Spec, bundleDir); err != nil {
 		return nil, err
 	}
@@ -482,8 +484,13 @@ func (rt *Runtime) DestroyPooled(id string) error {
 	if err := rt.RemoveContainer(id); err != nil {
 		errs = append(errs, err)
 	}
+	_, err := os.Stat(filepath.Join(rt.PoolDir(), id, "gvisor"))
+	gvisor := err == nil
 	if err := removeSessionDir(filepath.Join(rt.PoolDir(), id)); err != nil {
 		errs = append(errs, err)
+	}
+	if gvisor {
+		rt.ReleaseViews() // its program views, once no other sandbox names them
 	}
 	return errors.Join(errs...)
 }
@@ -507,7 +514,7 @@ func (rt *Runtime) NewClaimSpec(cfg SessionConfig) (*ClaimSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, late, err := poolView(b, bundleDir)
+	key, late, err := poolView(b, bundleDir, cfg.Policy.Sandbox.Engine)
 	if err != nil {
 		return nil, err
 	}
@@ -628,6 +635,13 @@ func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ 
 			s.StopEgress()
 		}
 	}()
+	// A gVisor sandbox's record names its agent's socket, which moves
+	// with the folder.
+	if g, ok := pc.container.(*gvisorContainer); ok {
+		if err := g.rehome(filepath.Join(rt.SessionDir(cfg.ID), "agent.sock")); err != nil {
+			return nil, err
+		}
+	}
 	// Locked as a cold session's folder is (holdDir); the lock moves
 	// with the folder into sessions/.
 	hold, err := holdDir(dir, true)
@@ -649,11 +663,31 @@ func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ 
 // applies Landlock now rather than before the first command (which it
 // would do anyway: no command ever runs without it). The claim does not
 // wait: the agent seals while the session's creator gets its answer.
-func (s *Session) seal() error {
+//
+// A gVisor agent binds the folders itself, in gVisor's kernel, from where
+// late put them (gvisorBinds): the claim waits for its answer, so a
+// sandbox that could not take its folders is never handed out.
+func (s *Session) seal(late []specs.Mount) error {
 	conn, err := wire.DialPacket(s.socketPath())
 	if err != nil {
 		return fmt.Errorf("agent unreachable: %w", err)
 	}
 	defer conn.Close()
-	return wire.Send(conn, execRequest{Seal: true})
+	_, gvisor := s.container.(*gvisorContainer)
+	if !gvisor {
+		return wire.Send(conn, execRequest{Seal: true})
+	}
+	if err := wire.Send(conn, execRequest{Seal: true, Binds: gvisorBinds(late)}); err != nil {
+		return err
+	}
+	var ev execEvent
+	files, err := wire.Receive(conn, &ev)
+	wire.CloseAll(files)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if ev.Error != "" {
+		return fmt.Errorf("agent: %s", ev.Error)
+	}
+	return nil
 }

@@ -342,7 +342,7 @@ func (rt *Runtime) Create(cfg SessionConfig) (_ *Session, err error) {
 // code could take its port.
 func (rt *Runtime) bindSession(s *Session, mntns int, late []specs.Mount) (err error) {
 	t0 := time.Now()
-	err = bindLate(mntns, late)
+	err = bindLate(mntns, s.container.lateRoot(), late)
 	idmapUsernses.forget(s.Identity.UID) // bound once: not needed again
 	if err != nil {
 		return err
@@ -356,7 +356,7 @@ func (rt *Runtime) bindSession(s *Session, mntns int, late []specs.Mount) (err e
 			s.StopEgress()
 		}
 	}()
-	if err := s.seal(); err != nil {
+	if err := s.seal(late); err != nil {
 		return err
 	}
 	if err := s.serveRules(); err != nil {

@@ -172,9 +172,15 @@ func makeView(base, dir string, hide []string) (string, error) {
 // one being made by another process included.
 func (rt *Runtime) viewsInUse() map[string]bool {
 	used := map[string]bool{}
-	ids := rt.IDs()
-	for _, id := range ids {
-		data, err := os.ReadFile(filepath.Join(rt.SessionDir(id), "gvisor", "config.json"))
+	var dirs []string
+	for _, id := range rt.IDs() {
+		dirs = append(dirs, rt.SessionDir(id))
+	}
+	for _, id := range rt.PooledIDs() { // a warm pool's sandboxes, waiting for a claim
+		dirs = append(dirs, filepath.Join(rt.PoolDir(), id))
+	}
+	for _, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, "gvisor", "config.json"))
 		if err != nil {
 			continue
 		}
@@ -188,7 +194,7 @@ func (rt *Runtime) viewsInUse() map[string]bool {
 			}
 		}
 	}
-	if len(ids) > 0 {
+	if len(dirs) > 0 {
 		for _, m := range hostfs.MountsUnder(rt.runscDir()) {
 			used[m.Mountpoint] = true
 		}
