@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "fastexec.h"
 #include "landlock.h"
 #include "leftover.h"
 
@@ -381,51 +382,15 @@ static void cwd_error(const char *cwd, int err, struct event *ev)
 }
 
 /* clean_join is Go's filepath.Join(dir, name) for a name without a slash:
- * filepath.Clean of the two joined. */
+ * filepath.Clean (fastexec.c's, held to Go's by a test) of the two joined. */
 static char *clean_join(const char *dir, const char *name)
 {
 	size_t n = strlen(dir) + strlen(name) + 1;
-	char *in = malloc(n + 1), *out = malloc(n + 2);
-	if (!in || !out) {
-		free(in);
-		free(out);
+	char *in = malloc(n + 1);
+	if (!in)
 		return NULL;
-	}
 	snprintf(in, n + 1, "%s/%s", dir, name);
-	int rooted = in[0] == '/';
-	size_t r = 0, w = 0, dotdot = 0;
-	if (rooted) {
-		out[w++] = '/';
-		r = dotdot = 1;
-	}
-	while (r < n) {
-		if (in[r] == '/') {
-			r++;
-		} else if (in[r] == '.' && (r + 1 == n || in[r + 1] == '/')) {
-			r++;
-		} else if (in[r] == '.' && in[r + 1] == '.' && (r + 2 == n || in[r + 2] == '/')) {
-			r += 2;
-			if (w > dotdot) {
-				w--;
-				while (w > dotdot && out[w] != '/')
-					w--;
-			} else if (!rooted) {
-				if (w > 0)
-					out[w++] = '/';
-				out[w++] = '.';
-				out[w++] = '.';
-				dotdot = w;
-			}
-		} else {
-			if ((rooted && w != 1) || (!rooted && w != 0))
-				out[w++] = '/';
-			for (; r < n && in[r] != '/'; r++)
-				out[w++] = in[r];
-		}
-	}
-	if (w == 0)
-		out[w++] = '.';
-	out[w] = 0;
+	char *out = fastexec_clean(in);
 	free(in);
 	return out;
 }
