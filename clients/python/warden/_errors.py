@@ -69,6 +69,12 @@ class UnsupportedVersion(WardenError):
     code = "unsupported_version"
 
 
+class NotPooled(WardenError):
+    """(the do op only) no warm sandbox serves a one-shot run; nothing ran."""
+
+    code = "not_pooled"
+
+
 class Internal(WardenError):
     code = "internal"
 
@@ -87,6 +93,7 @@ _BY_CODE: Dict[str, Type[WardenError]] = {
         SandboxStopped,
         AuditUnwritable,
         UnsupportedVersion,
+        NotPooled,
         Internal,
     )
 }

@@ -56,6 +56,10 @@ export class Interrupted extends WardenError {
 export class UnsupportedVersion extends WardenError {
   constructor(message: string) { super(message, "unsupported_version"); }
 }
+/** (the do op only) No warm sandbox serves a one-shot run; nothing ran. */
+export class NotPooled extends WardenError {
+  constructor(message: string) { super(message, "not_pooled"); }
+}
 export class Internal extends WardenError {
   constructor(message: string) { super(message, "internal"); }
 }
@@ -73,6 +77,7 @@ const byCode: Record<string, new (message: string) => WardenError> = {
   audit_unwritable: AuditUnwritable,
   interrupted: Interrupted,
   unsupported_version: UnsupportedVersion,
+  not_pooled: NotPooled,
   internal: Internal,
 };
 
