@@ -560,6 +560,18 @@ func (s *Session) Close() error {
 // of another process, which removes a session folder nobody holds, never
 // sees it unheld. fs.ErrExist: the session exists.
 func makeHeldDir(dir string) (*os.File, error) {
+	for try := 0; ; try++ {
+		hold, err := makeHeldDirOnce(dir)
+		// A gc (RemoveHalfMade) may take the new folder for one a dead
+		// process left, between its making and its lock: make another.
+		if try < 5 && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errRemoved) || errors.Is(err, ErrHeld)) {
+			continue
+		}
+		return hold, err
+	}
+}
+
+func makeHeldDirOnce(dir string) (*os.File, error) {
 	tmp := filepath.Join(filepath.Dir(dir), newDirPrefix+filepath.Base(dir)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	if err := os.Mkdir(tmp, 0o711); err != nil {
 		return nil, err
