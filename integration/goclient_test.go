@@ -278,3 +278,76 @@ func cmdlinePIDs(cmdline string) []int {
 	}
 	return pids
 }
+
+// Client.Do runs one command in a sandbox of its own, as `warden do`
+// does: from a warm pool of the policy when there is one, else in a
+// session made for the call; nothing is left either way, and a session
+// that is someone else's is neither joined nor removed.
+func TestGoClientDo(t *testing.T) {
+	r := newRoot(t)
+	c := newGoClient(t, r)
+	ctx := context.Background()
+	ws := tempDir(t)
+	policy := r.policy(goClientPolicy)
+	opts := client.SessionOptions{Policy: policy, Workspace: ws}
+	words := func(how string) {
+		t.Helper()
+		var out bytes.Buffer
+		res, err := c.Do(ctx, opts, client.Cmd{Argv: []string{"wc", "-w"}, Stdin: strings.NewReader("one two three\n"), Stdout: &out})
+		if err != nil || res.ExitCode != 0 || out.String() != "3\n" {
+			t.Fatalf("%s: Do wc -w: %q, %+v, %v", how, out.String(), res, err)
+		}
+		if l := r.list(); len(l) != 0 {
+			t.Fatalf("%s: sessions left after Do: %+v", how, l)
+		}
+	}
+	words("cold")
+
+	// A failing command and a refused program are results, as with Exec.
+	res, err := c.Do(ctx, opts, client.Cmd{Argv: []string{"cat", "/nonexistent"}})
+	if err != nil || res.ExitCode != 1 {
+		t.Errorf("Do cat /nonexistent: %+v, %v; want exit 1", res, err)
+	}
+	res, err = c.Do(ctx, opts, client.Cmd{Argv: []string{"curl", "https://example.com"}})
+	if err != nil || res.ExitCode != 127 || client.ResultCode(res) != client.CodeCommandNotFound {
+		t.Errorf("Do of a program the policy does not list: %+v, %v", res, err)
+	}
+
+	// The id of a session that exists: refused, and that session stays.
+	taken, err := c.Session(ctx, client.SessionOptions{ID: r.id("taken"), Policy: policy, Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Do(ctx, client.SessionOptions{ID: taken.ID, Policy: policy, Workspace: ws}, client.Cmd{Argv: []string{"wc"}})
+	if !errors.Is(err, client.ErrSessionExists) {
+		t.Errorf("Do with the id of a session that exists: %v; want ErrSessionExists", err)
+	}
+	if out, err := taken.Output(ctx, client.Cmd{Command: "echo still here"}); err != nil || string(out) != "still here\n" {
+		t.Errorf("the session Do was refused is not usable: %q %v", out, err)
+	}
+	if err := taken.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Cancelled: the command is killed and its session goes.
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = c.Do(cctx, opts, client.Cmd{Argv: []string{"sleep", "30"}})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Do cancelled: %v; want the context's error", err)
+	}
+	waitFor(t, 10*time.Second, "the cancelled Do's session removed", func() bool { return len(r.list()) == 0 })
+
+	// With a warm pool of the policy, a Do claims from it.
+	r.fill(policy, 1)
+	r.waitPool(1)
+	hits := r.poolStatus()[0].Hits
+	words("pooled")
+	if got := r.poolStatus()[0].Hits - hits; got != 1 {
+		t.Errorf("Do with a warm pool: %d claims, want 1", got)
+	}
+
+	if _, err := c.Do(ctx, client.SessionOptions{Workspace: ws}, client.Cmd{Argv: []string{"wc"}}); !errors.Is(err, &client.Error{Code: client.CodeInvalidInput}) {
+		t.Errorf("Do without a policy: %v; want invalid_input", err)
+	}
+}

@@ -118,22 +118,39 @@ type Session struct {
 // that differs (ErrSessionMismatch) and makes it again if it expired.
 // Without a policy, a session that does not exist is ErrNoSession.
 func (c *Client) Session(ctx context.Context, o SessionOptions) (*Session, error) {
-	s := &Session{ID: o.ID, c: c}
-	if s.ID == "" {
-		b := make([]byte, 6)
-		rand.Read(b)
-		s.ID = "s-" + hex.EncodeToString(b)
+	s, err := c.newSession(o, "s-")
+	if err != nil {
+		return nil, err
 	}
-	if o.Policy == nil {
-		if o.Workspace != "" || o.SkillDir != "" || o.DataDir != "" {
-			return nil, invalid("session %s: folders given without a policy; give SessionOptions.Policy too, or leave the folders out to join the session", s.ID)
-		}
+	if s.create == nil {
 		list, err := c.Sessions(ctx)
 		if err != nil {
 			return nil, err
 		}
 		if !slices.ContainsFunc(list, func(i SessionInfo) bool { return i.ID == s.ID }) {
 			return nil, &Error{Code: CodeNoSuchSession, Message: fmt.Sprintf("no such session: %s; create it with a SessionOptions.Policy (and Workspace)", s.ID)}
+		}
+		return s, nil
+	}
+	_, err = c.call(ctx, protocol.Request{Op: "create", ID: s.ID, Create: s.create})
+	if err != nil && !errors.Is(err, ErrSessionExists) {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newSession is the Session o describes, not yet created: an empty ID is
+// a new random one after prefix; without a policy, create is nil.
+func (c *Client) newSession(o SessionOptions, prefix string) (*Session, error) {
+	s := &Session{ID: o.ID, c: c}
+	if s.ID == "" {
+		b := make([]byte, 6)
+		rand.Read(b)
+		s.ID = prefix + hex.EncodeToString(b)
+	}
+	if o.Policy == nil {
+		if o.Workspace != "" || o.SkillDir != "" || o.DataDir != "" {
+			return nil, invalid("session %s: folders given without a policy; give SessionOptions.Policy too, or leave the folders out to join the session", s.ID)
 		}
 		return s, nil
 	}
@@ -147,10 +164,6 @@ func (c *Client) Session(ctx context.Context, o SessionOptions) (*Session, error
 	}
 	s.policy, s.vars = p, vars
 	s.create = &protocol.CreateRequest{PolicyTOML: string(text), Vars: vars}
-	_, err = c.call(ctx, protocol.Request{Op: "create", ID: s.ID, Create: s.create})
-	if err != nil && !errors.Is(err, ErrSessionExists) {
-		return nil, err
-	}
 	return s, nil
 }
 

@@ -41,6 +41,7 @@ const (
 	CodeAuditUnwritable    = protocol.CodeAuditUnwritable
 	CodeInterrupted        = protocol.CodeInterrupted
 	CodeUnsupportedVersion = protocol.CodeUnsupportedVersion
+	CodeNotPooled          = protocol.CodeNotPooled
 	CodeInternal           = protocol.CodeInternal
 )
 

@@ -3,10 +3,12 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -89,27 +91,86 @@ func (cmd Cmd) check(argv []string) error {
 // command is killed, Exec returns once its output is copied, and the
 // error is ctx's.
 func (s *Session) Exec(ctx context.Context, cmd Cmd) (Result, error) {
-	argv, err := cmd.argv()
-	if err != nil {
-		return Result{}, err
-	}
-	if err := cmd.check(argv); err != nil {
-		return Result{}, err
-	}
-	s.mu.Lock()
-	create := s.create
-	s.mu.Unlock()
-	req := protocol.Request{V: protocol.Version, Op: "exec", ID: s.ID, Create: create, Exec: &protocol.ExecRequest{
-		Argv: argv, Env: cmd.Env, CallerEnv: protocol.UTF8Env(os.Environ()), Cwd: cmd.Cwd, Timeout: cmd.Timeout}}
-	st, err := openStdio(cmd)
+	req, st, err := s.prepare("exec", cmd)
 	if err != nil {
 		return Result{}, err
 	}
 	defer func() { st.finish(ctx.Err() == nil) }()
-	// A request no daemon read is sent again (see protocol.Unheard), for
-	// as long as a client waits for a daemon to come up. Until a daemon
-	// has answered, the descriptors stay ours to send again (finish
-	// closes them in the end).
+	return s.send(ctx, req, st)
+}
+
+// Do runs cmd once in a sandbox of o's policy and folders, which is
+// discarded after, as `warden do` does: a ready sandbox of the daemon's
+// warm pools when one matches o (the do op), else a session made for the
+// call and removed after it, whatever the command did. o.ID names the run
+// (empty: a new "do-" id); o.Policy is required. The result and errors
+// are Exec's.
+func (c *Client) Do(ctx context.Context, o SessionOptions, cmd Cmd) (Result, error) {
+	if o.Policy == nil {
+		return Result{}, invalid("Do: SessionOptions.Policy is required: a one-shot run makes its own sandbox")
+	}
+	s, err := c.newSession(o, "do-")
+	if err != nil {
+		return Result{}, err
+	}
+	req, st, err := s.prepare("do", cmd)
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() { st.finish(ctx.Err() == nil) }()
+	res, err := s.send(ctx, req, st)
+	if !notPooled(err) {
+		return res, err
+	}
+	// Nothing ran, and the descriptors are still ours to send again. The
+	// session is made for this run (one of that id already there is
+	// someone else's, never joined nor removed) and goes even when ctx
+	// has ended.
+	if _, err := c.call(ctx, protocol.Request{Op: "create", ID: s.ID, Create: s.create}); err != nil {
+		return Result{}, err
+	}
+	defer s.Remove(context.WithoutCancel(ctx))
+	req.Op = "exec"
+	return s.send(ctx, req, st)
+}
+
+// notPooled reports whether a do request's error says that nothing ran
+// because no pool served it, or because the daemon is older than the op.
+func notPooled(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	return e.Code == CodeNotPooled || e.Code == CodeInvalidInput && strings.Contains(e.Message, `unknown operation "do"`)
+}
+
+// prepare checks cmd and makes the request of op and its stdio.
+func (s *Session) prepare(op string, cmd Cmd) (protocol.Request, *stdio, error) {
+	argv, err := cmd.argv()
+	if err != nil {
+		return protocol.Request{}, nil, err
+	}
+	if err := cmd.check(argv); err != nil {
+		return protocol.Request{}, nil, err
+	}
+	s.mu.Lock()
+	create := s.create
+	s.mu.Unlock()
+	req := protocol.Request{V: protocol.Version, Op: op, ID: s.ID, Create: create, Exec: &protocol.ExecRequest{
+		Argv: argv, Env: cmd.Env, CallerEnv: protocol.UTF8Env(os.Environ()), Cwd: cmd.Cwd, Timeout: cmd.Timeout}}
+	st, err := openStdio(cmd)
+	if err != nil {
+		return protocol.Request{}, nil, err
+	}
+	return req, st, nil
+}
+
+// send sends req with st's descriptors and waits for its result. A
+// request no daemon read is sent again (see protocol.Unheard), for as
+// long as a client waits for a daemon to come up. Until a daemon has
+// answered, the descriptors stay ours to send again (finish closes them
+// in the end).
+func (s *Session) send(ctx context.Context, req protocol.Request, st *stdio) (Result, error) {
 	deadline := time.Now().Add(protocol.ResendFor)
 	for {
 		res, unheard, err := s.execOnce(ctx, req, st)
@@ -145,8 +206,10 @@ func (s *Session) execOnce(ctx context.Context, req protocol.Request, st *stdio)
 		var r protocol.Reply
 		files, err := wire.Receive(conn, &r)
 		wire.CloseAll(files)
-		if first && err == nil {
-			st.passed() // the daemon holds them now
+		if first && err == nil && r.Error == "" {
+			// The daemon holds them now. A refusal ran nothing: a do
+			// refused for want of a pool sends them again.
+			st.passed()
 		}
 		switch {
 		case err != nil && ctx.Err() != nil:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -12,7 +13,7 @@ import sys
 import threading
 import time
 import unittest
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import harness
 import warden  # noqa: E402 (harness puts the package on sys.path)
@@ -309,6 +310,52 @@ class SessionTest(unittest.TestCase):
             # The other tests share the module's session: give it back.
             global SESSION
             SESSION = root().session(WORKSPACE)
+
+
+class DoTest(unittest.TestCase):
+    def pool(self, *args: str) -> str:
+        out = subprocess.run([harness.BINARY, "--root", root().root, "pool", *args], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return out.stdout
+
+    def pool_status(self) -> Dict[str, Any]:
+        st = json.loads(self.pool("status", "--format", "json"))
+        self.assertEqual(len(st), 1, st)
+        return st[0]  # type: ignore[no-any-return]
+
+    def test_do_cold_and_pooled(self) -> None:
+        client = root().client
+        ws = root().workspace()
+        before = {s["id"] for s in client.sessions()}
+
+        def words(how: str) -> None:
+            r = client.do(["sh", "-c", "cat; echo err >&2; exit 4"], policy=root().policy, workspace=ws, input=b"one two three\n")
+            self.assertEqual((r.returncode, r.stdout, r.stderr), (4, b"one two three\n", b"err\n"), how)
+            self.assertEqual({s["id"] for s in client.sessions()}, before, f"{how}: a session is left")
+
+        # No pool: a session made for the call and removed after it.
+        words("cold")
+        r = client.do("echo $GREETING", policy=root().policy, workspace=ws, env={"GREETING": "hi"}, check=True)
+        self.assertEqual(r.stdout, b"hi\n")
+        with self.assertRaises(warden.CalledProcessError):
+            client.do("exit 2", policy=root().policy, workspace=ws, check=True)
+        # The id of a session that exists is refused; that session stays.
+        with self.assertRaises(warden.SessionExists):
+            client.do("true", policy=root().policy, workspace=ws, id=session().id)
+        self.assertEqual(session().run("echo alive").stdout, b"alive\n")
+
+        # A warm pool of the policy: the do claims from it.
+        self.pool("fill", "--policy", root().policy, "--size", "1")
+        try:
+            deadline = time.monotonic() + 60
+            while self.pool_status()["ready"] != 1:
+                self.assertLess(time.monotonic(), deadline, "the pool never got ready")
+                time.sleep(0.05)
+            hits = self.pool_status()["hits"]
+            words("pooled")
+            self.assertEqual(self.pool_status()["hits"], hits + 1, "the do did not claim from the pool")
+        finally:
+            self.pool("drain")
 
 
 class InterruptTest(unittest.TestCase):

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._errors import CalledProcessError, DaemonUnavailable, InvalidInput, NoSuchSession, error_for
+from ._errors import CalledProcessError, DaemonUnavailable, InvalidInput, NoSuchSession, NotPooled, error_for
 
 PROTOCOL_VERSION = 1
 MAX_MESSAGE = 1 << 20  # a packet is at most 1 MiB
@@ -231,26 +231,80 @@ class Client:
             if not any(s.get("id") == id for s in self.sessions()):
                 raise NoSuchSession(f"no such session: {id}")
             return Session(self, id, owned=False)
-        with open(policy, encoding="utf-8") as f:
-            policy_toml = f.read()
-        vars = {
-            "WorkDir": _folder("workspace", workspace),
-            "SkillDir": _folder("skill_dir", skill_dir if skill_dir is not None else os.path.dirname(os.path.abspath(policy))),
-            "DataDir": _folder("data_dir", data_dir),
-            "Home": os.path.expanduser("~"),
-        }
+        create = _create_request(policy, workspace, skill_dir, data_dir)
         sid = id if id is not None else secrets.token_hex(6)
-        self._call({"op": "create", "id": sid, "create": {"policyToml": policy_toml, "vars": vars}})
+        self._call({"op": "create", "id": sid, "create": create})
         return Session(self, sid, owned=True)
+
+    def do(
+        self,
+        args: Argv,
+        policy: str,
+        workspace: Optional[str] = None,
+        skill_dir: Optional[str] = None,
+        data_dir: Optional[str] = None,
+        id: Optional[str] = None,
+        input: Optional[bytes] = None,
+        timeout: Optional[float] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        check: bool = False,
+    ) -> CompletedProcess:
+        """Run one command in a sandbox of its own, discarded after, as
+        ``warden do`` does: a ready sandbox of the daemon's warm pool of
+        the policy when there is one, else a session made for this call and
+        removed after it. ``id`` names the run (default: a new ``do-`` id;
+        the id of a session that exists raises SessionExists). The other
+        arguments are session()'s and Session.run's."""
+        create = _create_request(policy, workspace, skill_dir, data_dir)
+        sid = id if id is not None else "do-" + secrets.token_hex(6)
+        def run(s: Session) -> CompletedProcess:
+            return s.run(args, input=input, timeout=timeout, env=env, cwd=cwd, check=check)
+
+        try:
+            return run(Session(self, sid, _op="do", _create=create))
+        except NotPooled:
+            pass
+        except InvalidInput as e:
+            # A daemon older than the op: nothing ran.
+            if 'unknown operation "do"' not in str(e):
+                raise
+        self._call({"op": "create", "id": sid, "create": create})
+        with Session(self, sid, owned=True) as s:
+            return run(s)
+
+
+def _create_request(policy: str, workspace: Optional[str], skill_dir: Optional[str], data_dir: Optional[str]) -> Dict[str, Any]:
+    """The create part of a request: the policy file's text and the
+    session's folders (skill_dir defaults to the policy file's folder)."""
+    with open(policy, encoding="utf-8") as f:
+        policy_toml = f.read()
+    vars = {
+        "WorkDir": _folder("workspace", workspace),
+        "SkillDir": _folder("skill_dir", skill_dir if skill_dir is not None else os.path.dirname(os.path.abspath(policy))),
+        "DataDir": _folder("data_dir", data_dir),
+        "Home": os.path.expanduser("~"),
+    }
+    return {"policyToml": policy_toml, "vars": vars}
 
 
 class Session:
     """One warm sandbox of the daemon; ``run`` runs commands in it."""
 
-    def __init__(self, client: Client, id: str, owned: bool = False) -> None:
+    def __init__(
+        self,
+        client: Client,
+        id: str,
+        owned: bool = False,
+        _op: str = "exec",
+        _create: Optional[Dict[str, Any]] = None,
+    ) -> None:
         self.client = client
         self.id = id
         self.owned = owned
+        # Client.do's one-shot run: the do op, carrying its policy.
+        self._op = _op
+        self._create = _create
 
     def __repr__(self) -> str:
         return f"Session(id={self.id!r}, root={self.client.root!r})"
@@ -304,7 +358,10 @@ class Session:
             exec_req["cwd"] = cwd
         if timeout is not None:
             exec_req["timeout"] = max(1, int(timeout * 1e9))
-        data = _encode({"op": "exec", "id": self.id, "exec": exec_req})
+        req: Dict[str, Any] = {"op": self._op, "id": self.id, "exec": exec_req}
+        if self._create is not None:
+            req["create"] = self._create
+        data = _encode(req)
 
         # Without input the command reads /dev/null: the same empty stdin
         # as a pipe closed at once, with no pipe to make and feed.

@@ -9,7 +9,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 
-import { DaemonUnavailable, Interrupted, InvalidInput, NoSuchSession, errorFor } from "./errors.js";
+import { DaemonUnavailable, Interrupted, InvalidInput, NoSuchSession, NotPooled, errorFor } from "./errors.js";
 import { FRAME_MESSAGE, FRAME_STDERR, FRAME_STDIN, FRAME_STDOUT, FrameReader, MAX_PAYLOAD, header } from "./frames.js";
 
 /** The protocol version this client speaks. */
@@ -137,25 +137,35 @@ export class Warden {
       if (!(await this.sessions()).some((s) => s.id === id)) throw new NoSuchSession(`no such session: ${id}`);
       return new Session(this, id, false);
     }
-    if (policy !== undefined && policyText !== undefined) throw new InvalidInput("session() takes policy or policyText, not both");
-    let text = policyText ?? "";
-    if (policy !== undefined) {
-      try {
-        text = fs.readFileSync(policy, "utf8");
-      } catch (e) {
-        throw new InvalidInput(`policy ${policy}: ${(e as Error).message}`);
-      }
-    }
-    const skillDir = options.skillDir ?? (policy !== undefined ? path.dirname(path.resolve(policy)) : undefined);
-    const vars = {
-      WorkDir: folder("workspace", options.workspace),
-      SkillDir: folder("skillDir", skillDir),
-      DataDir: folder("dataDir", options.dataDir),
-      Home: os.homedir(),
-    };
+    const create = createRequest("session()", options);
     const sid = id ?? randomBytes(6).toString("hex");
-    await this.call({ op: "create", id: sid, create: { policyToml: text, vars } });
+    await this.call({ op: "create", id: sid, create });
     return new Session(this, sid, true);
+  }
+
+  /** Runs one command in a sandbox of its own, discarded after, as `warden
+   * do` does: a ready sandbox of the daemon's warm pool of the policy when
+   * there is one, else a session made for this call and removed after it.
+   * `id` names the run (default a new `do-` id; the id of a session that
+   * exists rejects with SessionExists). The options are session()'s and
+   * run()'s. */
+  async do(command: string | readonly string[], options: SessionOptions & RunOptions): Promise<RunResult> {
+    if (options.policy === undefined && options.policyText === undefined) throw new InvalidInput("do() needs policy or policyText: a one-shot run makes its own sandbox");
+    const create = createRequest("do()", options);
+    const sid = options.id ?? "do-" + randomBytes(6).toString("hex");
+    try {
+      return await new Session(this, sid, false, create).run(command, options);
+    } catch (e) {
+      // Nothing ran: no pool serves the policy, or the daemon is older than the op.
+      if (!(e instanceof NotPooled || (e instanceof InvalidInput && e.message.includes('unknown operation "do"')))) throw e;
+    }
+    await this.call({ op: "create", id: sid, create });
+    const session = new Session(this, sid, true);
+    try {
+      return await session.run(command, options);
+    } finally {
+      await session.remove();
+    }
   }
 
   /** Sends one request and returns its one reply (throwing its error). A
@@ -277,6 +287,8 @@ export class Session {
     readonly id: string,
     /** Made by this client's session(): close() removes it. */
     readonly owned: boolean,
+    /** For Warden.do's one-shot run: the do op's create part. */
+    private readonly oneShot?: Reply,
   ) {}
 
   /** Runs a command and returns how it ended, with its output. A string is
@@ -360,8 +372,32 @@ export class Session {
       if (!(options.timeout > 0)) throw new InvalidInput(`timeout ${options.timeout}: give milliseconds above 0`);
       exec.timeout = Math.max(1, Math.round(options.timeout * 1e6));
     }
+    if (this.oneShot) return { op: "do", id: this.id, create: this.oneShot, exec };
     return { op: "exec", id: this.id, exec };
   }
+}
+
+/** The create part of a request: the policy's text and the session's
+ * folders (skillDir defaults to a policy file's folder). */
+function createRequest(caller: string, options: SessionOptions): Reply {
+  const { policy, policyText } = options;
+  if (policy !== undefined && policyText !== undefined) throw new InvalidInput(`${caller} takes policy or policyText, not both`);
+  let text = policyText ?? "";
+  if (policy !== undefined) {
+    try {
+      text = fs.readFileSync(policy, "utf8");
+    } catch (e) {
+      throw new InvalidInput(`policy ${policy}: ${(e as Error).message}`);
+    }
+  }
+  const skillDir = options.skillDir ?? (policy !== undefined ? path.dirname(path.resolve(policy)) : undefined);
+  const vars = {
+    WorkDir: folder("workspace", options.workspace),
+    SkillDir: folder("skillDir", skillDir),
+    DataDir: folder("dataDir", options.dataDir),
+    Home: os.homedir(),
+  };
+  return { policyToml: text, vars };
 }
 
 /** A chunk of a streamed command's output. */

@@ -305,3 +305,43 @@ describe("example", () => {
 function sha(b: Buffer): string {
   return createHash("sha256").update(b).digest("hex");
 }
+
+describe("do", () => {
+  const pool = (...args: string[]): string => execFileSync(binary, ["--root", root.root, "pool", ...args], { encoding: "utf8" });
+  const poolStatus = (): { ready: number; hits: number } => {
+    const st = JSON.parse(pool("status", "--format", "json")) as { ready: number; hits: number }[];
+    assert.equal(st.length, 1, JSON.stringify(st));
+    return st[0];
+  };
+
+  test("one command in a sandbox of its own: cold, then from a warm pool; nothing left", async () => {
+    const ws = root.workspace();
+    const before = (await root.warden.sessions()).map((s) => s.id).sort();
+    const once = async (how: string): Promise<void> => {
+      const r = await root.warden.do(["sh", "-c", "cat; echo err >&2; exit 4"], { policy: root.policy, workspace: ws, input: "one two\n" });
+      assert.deepEqual([r.exitCode, r.stdout.toString(), r.stderr.toString()], [4, "one two\n", "err\n"], how);
+      assert.deepEqual((await root.warden.sessions()).map((s) => s.id).sort(), before, `${how}: a session is left`);
+    };
+    await once("cold");
+    const r = await root.warden.do("echo $GREETING", { policyText: fs.readFileSync(root.policy, "utf8"), workspace: ws, env: { GREETING: "hi" } });
+    assert.equal(r.stdout.toString(), "hi\n");
+    // The id of a session that exists is refused; that session stays.
+    await assert.rejects(root.warden.do("true", { policy: root.policy, workspace: ws, id: session.id }), warden.SessionExists);
+    assert.equal((await session.run("echo alive")).stdout.toString(), "alive\n");
+    await assert.rejects(root.warden.do("true", { workspace: ws }), warden.InvalidInput);
+
+    pool("fill", "--policy", root.policy, "--size", "1");
+    try {
+      const deadline = Date.now() + 60_000;
+      while (poolStatus().ready !== 1) {
+        assert.ok(Date.now() < deadline, "the pool never got ready");
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const hits = poolStatus().hits;
+      await once("pooled");
+      assert.equal(poolStatus().hits, hits + 1, "the do did not claim from the pool");
+    } finally {
+      pool("drain");
+    }
+  });
+});
