@@ -87,6 +87,12 @@ void landlock_base_rules(const struct agent_config *cfg, struct rules *out)
 		strings_free(&exes);
 	}
 	rules_add(out, "/dev", read_rights | LL_WRITE_FILE | LL_IOCTL_DEV | LL_TRUNCATE);
+	/* mq_open reaches the session's queues through the kernel's own mount
+	 * of its IPC namespace's mqueue file system, which has no parent for
+	 * /dev's rule to apply from; its root is the same inode as that of
+	 * /dev/mqueue, so a rule there is what lets POSIX queues open. */
+	if (exists("/dev/mqueue"))
+		rules_add(out, "/dev/mqueue", read_rights | LL_WRITE_FILE | LL_TRUNCATE);
 	/* /proc read-only: its write rights would open /proc/PID/mem, which
 	 * writes through read-only text (a shell and a seeking tool patch
 	 * each other's code, past exec.allow and noexec alike). A write
