@@ -22,8 +22,8 @@ func TestCommandStubs(t *testing.T) {
 	os.MkdirAll(filepath.Join(host.Root, "usr/lib/git-core"), 0o755)
 	for p, data := range map[string]string{
 		"usr/bin/git":          "\x7fELF git",
-		"usr/lib/git-core/git": "\x7fELF git",     // a copy: same bytes
-		"usr/lib/git-core/gix": "\x7fELF gix",     // same size, other bytes
+		"usr/lib/git-core/git": "\x7fELF git", // a copy: same bytes
+		"usr/lib/git-core/gix": "\x7fELF gix", // same size, other bytes
 		"usr/bin/notes":        "just text",
 	} {
 		if err := os.WriteFile(filepath.Join(host.Root, p), []byte(data), 0o755); err != nil {
