@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -213,6 +214,20 @@ func TestCommandRulesScript(t *testing.T) {
 	if res := r.warden("approvals", "ls"); res.Exit != 0 || strings.Count(res.Stdout, "\n") != 1 {
 		t.Errorf("approvals left waiting: %q", res.Stdout)
 	}
+
+	t.Run("adopted by a restarted daemon", func(t *testing.T) {
+		// The new daemon hands the agent the script's interpreter line
+		// again: npm still runs, and is still held.
+		r.killDaemon(syscall.SIGKILL)
+		r.warden("pool", "drain") // starts the daemon again, which adopts the session
+		if res := exec("npm --version"); res.Exit != 0 || res.Stdout != want {
+			t.Errorf("npm --version: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
+		}
+		if res := exec("/usr/bin/npm version patch --no-git-tag-version"); res.Exit != 126 || !strings.Contains(res.Stderr, `denied by commands.deny "npm version **"`) {
+			t.Errorf("npm version: exit %d, stderr %q", res.Exit, res.Stderr)
+		}
+		unchanged("after the restart")
+	})
 }
 
 // TestCommandRulesScriptExecAllow: under exec.allow the stub is npm's one
