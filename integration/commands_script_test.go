@@ -261,3 +261,26 @@ deny = ["npm publish **"]
 		t.Errorf("the script itself under exec.allow: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
 	}
 }
+
+// TestCommandRulesSymlinkedProgram: a ruled program reached through a
+// symlink (/usr/bin/python3 -> python3.11) is held where it really is:
+// its allowed calls run by either name, a denied one is refused.
+func TestCommandRulesSymlinkedProgram(t *testing.T) {
+	if target, err := os.Readlink("/usr/bin/python3"); err != nil {
+		t.Fatalf("this test wants /usr/bin/python3 to be a symlink, as Debian's is: %v", err)
+	} else if !strings.HasPrefix(target, "python3.") {
+		t.Fatalf("/usr/bin/python3 leads to %s", target)
+	}
+	r := newRoot(t)
+	id := r.create("symlinked", r.policy("name = \"symlinked\"\n[commands]\ndeny = [\"python3 -c **\"]\n"), tempDir(t))
+	for _, script := range []string{"python3 --version", `"$(readlink -f /usr/bin/python3)" --version`} {
+		if res := r.exec(id, nil, "sh", "-c", script); res.Exit != 0 || !strings.HasPrefix(res.Stdout, "Python 3.") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", script, res.Exit, res.Stdout, res.Stderr)
+		}
+	}
+	for _, script := range []string{"python3 -c 'print(1)'", `"$(readlink -f /usr/bin/python3)" -c 'print(1)'`} {
+		if res := r.exec(id, nil, "sh", "-c", script); res.Exit != 126 || res.Stdout != "" || !strings.Contains(res.Stderr, `denied by commands.deny "python3 -c **"`) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", script, res.Exit, res.Stdout, res.Stderr)
+		}
+	}
+}
