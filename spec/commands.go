@@ -225,6 +225,10 @@ func (g *generator) scriptText(i int, file string, stubs []string) (string, erro
 			}
 		}
 		name := "script-" + strconv.Itoa(i)
+		lower := filepath.Join(g.o.BundleDir, "masks", name) + ":" + g.o.Host.path(dir)
+		if strings.Count(lower, ":") != 1 || strings.ContainsAny(lower, ",\\") {
+			return "", fmt.Errorf("%w: commands: the script %s cannot be held: its folder or the bundle's (%s) has ':', ',' or '\\' in its path", ErrInvalid, file, g.o.BundleDir)
+		}
 		if g.scriptDirs == nil {
 			g.scriptDirs = map[string]string{}
 		}
@@ -235,7 +239,7 @@ func (g *generator) scriptText(i int, file string, stubs []string) (string, erro
 			opts = append(opts, "noexec")
 		}
 		g.mount(specs.Mount{Destination: dir, Type: "overlay", Source: "overlay",
-			Options: append(opts, "lowerdir="+filepath.Join(g.o.BundleDir, "masks", name)+":"+g.o.Host.path(dir))})
+			Options: append(opts, "lowerdir="+lower)})
 	default:
 		g.addRootfs(Entry{Path: at, Kind: File})
 	}

@@ -185,8 +185,8 @@ type rulesAnswer struct {
 }
 
 // serveRules opens the session's rules channel: it hands the agent the
-// ruled programs' copies (and the scripts' interpreter lines) and answers the stubs' calls until the session
-// closes (closeRules) or its agent goes.
+// ruled programs' copies (for a script, how it runs) and answers the
+// stubs' calls until the session closes (closeRules) or its agent goes.
 func (s *Session) serveRules() error {
 	if len(s.Commands) == 0 {
 		return nil
