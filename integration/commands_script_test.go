@@ -152,6 +152,20 @@ func TestCommandRulesScript(t *testing.T) {
 		}
 	})
 
+	t.Run("no code loaded into the interpreter", func(t *testing.T) {
+		// As for a compiled ruled program, the loader's variables do not
+		// reach the interpreter the agent starts (the control shows the
+		// library works elsewhere).
+		r.sh(id, `cd /workspace && printf '#include <unistd.h>\n__attribute__((constructor)) static void f(void) { write(2, "INJECTED\\n", 9); }\n' > x.c && gcc -shared -fPIC -o x.so x.c && rm x.c`)
+		if res := exec("LD_PRELOAD=/workspace/x.so /usr/bin/env true"); !strings.Contains(res.Stderr, "INJECTED") {
+			t.Fatalf("the control: the library was not loaded into env: exit %d, stderr %q", res.Exit, res.Stderr)
+		}
+		if res := exec("LD_PRELOAD=/workspace/x.so npm --version"); res.Exit != 0 || strings.Contains(res.Stderr, "INJECTED") || res.Stdout != want {
+			t.Errorf("LD_PRELOAD npm --version: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
+		}
+		os.Remove(filepath.Join(ws, "x.so"))
+	})
+
 	t.Run("ask", func(t *testing.T) {
 		// Every way of starting it waits in the queue; denied, it is
 		// refused with its line and nothing runs.
@@ -281,6 +295,32 @@ func TestCommandRulesSymlinkedProgram(t *testing.T) {
 	for _, script := range []string{"python3 -c 'print(1)'", `"$(readlink -f /usr/bin/python3)" -c 'print(1)'`} {
 		if res := r.exec(id, nil, "sh", "-c", script); res.Exit != 126 || res.Stdout != "" || !strings.Contains(res.Stderr, `denied by commands.deny "python3 -c **"`) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q", script, res.Exit, res.Stdout, res.Stderr)
+		}
+	}
+}
+
+// TestCommandRulesScriptInterpreter: rules on a ruled script's interpreter
+// hold for the run of an allowed call too (the agent starts the
+// interpreter as any program is started), and for the interpreter itself.
+func TestCommandRulesScriptInterpreter(t *testing.T) {
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Fatal("npm is not installed on this host; run `make deps`")
+	}
+	r := newRoot(t)
+	id := r.create("script-interp", r.policy(`name = "script-interp"
+[commands]
+deny = ["npm publish **", "node -e **", "node * access **"]
+`), tempDir(t))
+	if res := r.exec(id, nil, "sh", "-c", "npm --version"); res.Exit != 0 || !strings.Contains(res.Stdout, ".") {
+		t.Errorf("npm --version: exit %d, stdout %q, stderr %q", res.Exit, res.Stdout, res.Stderr)
+	}
+	for script, rule := range map[string]string{
+		"npm publish":     `denied by commands.deny "npm publish **"`,
+		"node -e 1":       `node -e 1: denied by commands.deny "node -e **"`,
+		"npm access list": `/.warden.npm-cli.js access list: denied by commands.deny "node * access **"`,
+	} {
+		if res := r.exec(id, nil, "sh", "-c", script); res.Exit != 126 || !strings.Contains(res.Stderr, rule) {
+			t.Errorf("%s: exit %d, stderr %q; want %q", script, res.Exit, res.Stderr, rule)
 		}
 	}
 }
