@@ -80,6 +80,14 @@ func TestCommandStubs(t *testing.T) {
 	if n := countDest(b.Spec.Mounts, "/usr/bin/git"); n != 1 {
 		t.Errorf("%d mounts at /usr/bin/git", n)
 	}
+	// Another allowed name of the same program (its copy) gets the stub too.
+	b, err = gen("[exec]\nallow = [\"git\", \"/usr/lib/git-core/git\", \"/usr/lib/git-core/gix\"]\n[commands]\nask = [\"git push **\"]\n", agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stubsAt(b); !slices.Equal(got, []string{"/usr/bin/git", "/usr/lib/git-core/git"}) {
+		t.Errorf("under exec.allow with git's copy allowed, stubs at %v", got)
+	}
 
 	if _, err := gen("[commands]\nask = [\"gix x\"]\n", agent); err != nil {
 		t.Errorf("a compiled program: %v", err)
