@@ -27,6 +27,9 @@ func BenchmarkCommandRules(b *testing.B) {
 	policies := map[string]string{
 		"plain": "name = \"bench-plain\"\n" + base,
 		"ruled": "name = \"bench-ruled\"\n" + base + "[commands]\nallow = [\"true **\"]\nask = [\"true --ask **\"]\n",
+		// a ruled script (zcat is a sh script): its own session, as its
+		// folder gets an overlay the other rows should not pay for
+		"script": "name = \"bench-script\"\n" + base + "[commands]\nallow = [\"zcat --version\"]\n",
 	}
 	for id, text := range policies {
 		file := filepath.Join(dir, id+".toml")
@@ -61,6 +64,7 @@ func BenchmarkCommandRules(b *testing.B) {
 	}
 	plain, ruled := pair(run("plain", "true"), run("ruled", "true"))
 	shPlain, shRuled := pair(run("plain", "sh", "-c", "/usr/bin/true"), run("ruled", "sh", "-c", "/usr/bin/true"))
+	zPlain, zRuled := pair(run("plain", "sh", "-c", "zcat --version"), run("script", "sh", "-c", "zcat --version"))
 	// An approved ask: from the start of `warden approvals approve` to
 	// the end of the waiting command, beside the same command's exec.
 	var approveToEnd []time.Duration
@@ -101,4 +105,6 @@ func BenchmarkCommandRules(b *testing.B) {
 	fmt.Printf("%-58s %10.3f %10.3f %10.3f  %s\n", "approvals approve -> the asked `true --ask` ends (30 runs)", ms(approved), ms(approved-plain), float64(approved)/float64(plain), "(against the plain exec: the CLI's call, then the run)")
 	fmt.Printf("%-58s %10.3f\n", "warden exec -- sh -c /usr/bin/true (no rules)", ms(shPlain))
 	fmt.Printf("%-58s %10.3f %10.3f %10.3f  %s\n", "warden exec -- sh -c /usr/bin/true (allowed, via the stub)", ms(shRuled), ms(shRuled-shPlain), float64(shRuled)/float64(shPlain), "(a call from inside the sandbox)")
+	fmt.Printf("%-58s %10.3f\n", "warden exec -- sh -c 'zcat --version' (no rules)", ms(zPlain))
+	fmt.Printf("%-58s %10.3f %10.3f %10.3f  %s\n", "warden exec -- sh -c 'zcat --version' (a ruled script)", ms(zRuled), ms(zRuled-zPlain), float64(zRuled)/float64(zPlain), "(the stub, then sh on its text)")
 }

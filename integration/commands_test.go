@@ -277,7 +277,13 @@ deny = ["git config --global **"]
 // background starts a script in a session, its stderr collected.
 func (r *wardenRoot) background(id, script string) (*exec.Cmd, *bytes.Buffer) {
 	r.t.Helper()
-	cmd := r.command("exec", "--session", id, "--cwd", "/workspace/r", "--", "sh", "-c", script)
+	return r.backgroundIn(id, "/workspace/r", script)
+}
+
+// backgroundIn starts a script in a session's folder cwd.
+func (r *wardenRoot) backgroundIn(id, cwd, script string) (*exec.Cmd, *bytes.Buffer) {
+	r.t.Helper()
+	cmd := r.command("exec", "--session", id, "--cwd", cwd, "--", "sh", "-c", script)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +42,12 @@ type CommandProgram struct {
 	Names []string `json:"names"`
 	File  string   `json:"file"`  // host path of the real program
 	Stubs []string `json:"stubs"` // sandbox paths the stub covers
+	// Script is set for a program that is a script: what the agent runs
+	// for an allowed call, as the kernel would (the #! line's interpreter
+	// and argument, then the script), followed by the call's arguments.
+	// The script is its real text at a sandbox path beside the stub,
+	// which the interpreter can read and nothing can execute.
+	Script []string `json:"script,omitempty"`
 }
 
 // CommandPrograms reads the annotation.
@@ -67,7 +75,7 @@ func (g *generator) commandStubs() error {
 		// error wherever the policy is looked at (policy check).
 		for _, name := range c.Programs() {
 			if _, file, err := g.o.Host.lookExec(name); err == nil {
-				if err := compiledProgram(name, g.o.Host.path(file)); err != nil {
+				if _, err := heldProgram(name, g.o.Host.path(file)); err != nil {
 					return err
 				}
 			}
@@ -86,22 +94,37 @@ func (g *generator) commandStubs() error {
 		if !g.o.Policy.Exec.All && !slices.Contains(g.execPaths, at) {
 			continue // not in exec.allow: it cannot run at all
 		}
-		if err := compiledProgram(name, g.o.Host.path(file)); err != nil {
+		interp, err := heldProgram(name, g.o.Host.path(file))
+		if err != nil {
 			return err
 		}
 		i, ok := byFile[file]
 		if !ok {
 			i = len(progs)
 			byFile[file] = i
+			// Under exec.allow the program's one place is its bind at
+			// at; otherwise the stub covers the file where it really is
+			// (a symlink to it, as npm's, leads there) and its copies.
 			stubs := []string{at}
 			if g.o.Policy.Exec.All {
-				stubs = append(stubs, g.o.Host.copiesOf(file)...)
+				stubs = append([]string{file}, g.o.Host.copiesOf(file)...)
+			} else {
+				stubs = append(stubs, g.execCopies(at, file)...)
 			}
 			slices.Sort(stubs)
-			progs = append(progs, CommandProgram{File: g.o.Host.path(file), Stubs: slices.Compact(stubs)})
+			stubs = slices.Compact(stubs)
+			prog := CommandProgram{File: g.o.Host.path(file), Stubs: stubs}
+			if interp != nil {
+				text, err := g.scriptText(i, file, stubs)
+				if err != nil {
+					return err
+				}
+				prog.Script = append(interp, text)
+			}
+			progs = append(progs, prog)
 		}
 		p := &progs[i]
-		p.Names = append(p.Names, name, filepath.Base(at))
+		p.Names = append(p.Names, name, filepath.Base(at), at)
 		p.Names = append(p.Names, p.Stubs...)
 	}
 	for i := range progs {
@@ -132,25 +155,124 @@ func (g *generator) commandStubs() error {
 	return nil
 }
 
-// compiledProgram refuses a ruled program warden cannot hold: the agent
-// runs an allowed call from an in-memory copy of the program, which an
-// interpreter could not read a script from, nor find the script's own
-// files beside it (npm's require('../lib/cli.js')).
-func compiledProgram(name, file string) error {
+// heldProgram says how warden can hold a ruled program: a compiled one
+// (ELF, nil) runs for an allowed call from an in-memory copy the sandbox
+// cannot read; a script (#!) through its interpreter, which is returned
+// as the kernel splits its #! line (the interpreter, then at most one
+// argument: "/usr/bin/env", "node").
+func heldProgram(name, file string) ([]string, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
-	head := make([]byte, 4)
+	head := make([]byte, scriptLineMax)
 	n, _ := io.ReadFull(f, head)
+	head = head[:n]
 	switch {
-	case n == 4 && string(head) == "\x7fELF":
-		return nil
-	case n >= 2 && string(head[:2]) == "#!":
-		return fmt.Errorf("%w: commands: %q is a script (%s starts with #!); command rules hold only for compiled programs: remove its rules, or rule the program that runs it", ErrInvalid, name, file)
+	case bytes.HasPrefix(head, []byte("\x7fELF")):
+		return nil, nil
+	case !bytes.HasPrefix(head, []byte("#!")):
+		return nil, fmt.Errorf("%w: commands: %q (%s) is not a program warden can hold (neither an ELF executable nor a #! script)", ErrInvalid, name, file)
 	}
-	return fmt.Errorf("%w: commands: %q (%s) is not a program warden can hold (not an ELF executable)", ErrInvalid, name, file)
+	line, _, ok := bytes.Cut(head[2:], []byte("\n"))
+	if !ok {
+		return nil, fmt.Errorf("%w: commands: %q is a script (%s) whose #! line is longer than %d bytes, which the kernel cuts; rules cannot hold it", ErrInvalid, name, file, scriptLineMax-1)
+	}
+	// As the kernel splits it: the interpreter ends at the first blank,
+	// the rest is one argument.
+	text := strings.Trim(string(line), " \t")
+	interp, arg := text, ""
+	if end := strings.IndexAny(text, " \t"); end >= 0 {
+		interp, arg = text[:end], text[end:]
+	}
+	if !filepath.IsAbs(interp) {
+		return nil, fmt.Errorf("%w: commands: %q is a script (%s) whose interpreter %q is not an absolute path; rules cannot hold it: give it one (#!/usr/bin/env %s)", ErrInvalid, name, file, interp, interp)
+	}
+	if arg = strings.Trim(arg, " \t"); arg != "" {
+		return []string{interp, arg}, nil
+	}
+	return []string{interp}, nil
+}
+
+// scriptLineMax is the kernel's limit on a #! line (BINPRM_BUF_SIZE).
+const scriptLineMax = 256
+
+// scriptText places the real text of ruled script number i where its
+// interpreter reads it for an allowed call: in the script's own folder,
+// so that what it loads by a relative path (npm's
+// require('../lib/cli.js'), a shell script's . "$(dirname "$0")/lib.sh")
+// is found as it would be. It is readable, as an interpreter needs, and
+// never executable: the stub covers the script itself, and the text's
+// bind is noexec. Under exec.allow, a script shown where it is and not
+// allowed there is already that (exec.allow runs only its programs).
+func (g *generator) scriptText(i int, file string, stubs []string) (string, error) {
+	if !g.o.Policy.Exec.All && !slices.Contains(stubs, file) && g.underBind(file) {
+		return file, nil
+	}
+	dir := filepath.Dir(file)
+	at := filepath.Join(dir, ".warden."+filepath.Base(file))
+	switch name, ok := g.scriptDirs[dir]; {
+	case ok:
+		g.b.Masks = append(g.b.Masks, Entry{Path: filepath.Join(name, filepath.Base(at)), Kind: File})
+	case g.underBind(dir):
+		// The host's folder has no mountpoint for it: a read-only
+		// overlay of the folder over itself adds one empty file. It
+		// would hide what the sandbox has mounted inside the folder.
+		for _, m := range g.b.Spec.Mounts {
+			if _, inside := hostfs.Under(m.Destination, dir); inside {
+				return "", fmt.Errorf("%w: commands: the script %s cannot be held: the sandbox mounts %s inside its folder; rule the program that runs it, or leave it out", ErrInvalid, file, m.Destination)
+			}
+		}
+		name := "script-" + strconv.Itoa(i)
+		lower := filepath.Join(g.o.BundleDir, "masks", name) + ":" + g.o.Host.path(dir)
+		if strings.Count(lower, ":") != 1 || strings.ContainsAny(lower, ",\\") {
+			return "", fmt.Errorf("%w: commands: the script %s cannot be held: its folder or the bundle's (%s) has ':', ',' or '\\' in its path", ErrInvalid, file, g.o.BundleDir)
+		}
+		if g.scriptDirs == nil {
+			g.scriptDirs = map[string]string{}
+		}
+		g.scriptDirs[dir] = name
+		g.b.Masks = append(g.b.Masks, Entry{Path: name, Kind: Dir}, Entry{Path: filepath.Join(name, filepath.Base(at)), Kind: File})
+		opts := []string{"ro", "nosuid", "nodev"}
+		if g.noexecAt(dir) {
+			opts = append(opts, "noexec")
+		}
+		g.mount(specs.Mount{Destination: dir, Type: "overlay", Source: "overlay",
+			Options: append(opts, "lowerdir="+lower)})
+	default:
+		g.addRootfs(Entry{Path: at, Kind: File})
+	}
+	g.mount(specs.Mount{Destination: at, Type: "bind", Source: g.o.Host.path(file), Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
+	return at, nil
+}
+
+// noexecAt: the bind that shows p is noexec.
+func (g *generator) noexecAt(p string) bool {
+	best, noexec := "", false
+	for _, m := range g.b.Spec.Mounts {
+		if _, ok := hostfs.Under(p, m.Destination); ok && len(m.Destination) >= len(best) {
+			best, noexec = m.Destination, slices.Contains(m.Options, "noexec")
+		}
+	}
+	return noexec
+}
+
+// execCopies lists, under exec.allow, the other allowed programs that are
+// the ruled one (the same file, or the same bytes): each needs the stub.
+func (g *generator) execCopies(at, file string) []string {
+	copies := g.o.Host.copiesOf(file)
+	var out []string
+	for _, m := range g.b.Spec.Mounts {
+		if m.Destination == at || !slices.Contains(g.execPaths, m.Destination) {
+			continue
+		}
+		src, err := filepath.EvalSymlinks(m.Source)
+		if err == nil && (src == g.o.Host.path(file) || slices.ContainsFunc(copies, func(c string) bool { return g.o.Host.path(c) == src })) {
+			out = append(out, m.Destination)
+		}
+	}
+	return out
 }
 
 // copiesOf lists the other places under the system folders that hold the

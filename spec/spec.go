@@ -203,6 +203,8 @@ type generator struct {
 	masks     map[string]string
 	execPaths []string
 	commands  string // the AnnotationCommands value
+	// scriptDirs maps a ruled script's folder to its overlay's mask.
+	scriptDirs map[string]string
 }
 
 func (g *generator) addRootfs(e Entry) {

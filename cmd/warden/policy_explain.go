@@ -104,6 +104,9 @@ func explain(w io.Writer, p *policies.Policy, b *spec.Bundle) {
 		progs, _ := spec.CommandPrograms(b.Spec)
 		for _, pr := range progs {
 			fmt.Fprintf(w, "  %s: held however it is started; warden's stub stands at %s\n", pr.File, strings.Join(pr.Stubs, " "))
+			if len(pr.Script) > 0 {
+				fmt.Fprintf(w, "    a script: an allowed call runs %s ARGS (its text, readable, never executable)\n", strings.Join(pr.Script, " "))
+			}
 		}
 	}
 

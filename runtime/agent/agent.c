@@ -472,6 +472,7 @@ struct child {
 	char *const *argv, *const *env;
 	int fds[3], tty;
 	int memfd; /* >= 0: run this ruled program's copy (AnnotationCommands) */
+	int clean; /* a ruled program: no loader variables (loader_clean) */
 };
 
 /* How long a command's process may take to reach its execve. */
@@ -542,7 +543,7 @@ static void child_main(const struct child *c, int errfd)
 	if (c->memfd >= 0)
 		syscall(SYS_execveat, c->memfd, "", c->argv, loader_clean(c->env), AT_EMPTY_PATH);
 	else
-		execve(c->path, c->argv, c->env);
+		execve(c->path, c->argv, c->clean ? loader_clean(c->env) : c->env);
 fail:
 	e.err = errno;
 	if (write(errfd, &e, sizeof e) < 0)
@@ -664,6 +665,7 @@ fail:;
 
 static int stub_program(const char *path);
 static int ruled_memfd(int prog);
+static const struct strings *ruled_script(int prog);
 static void close_fds(int *fds, int n);
 
 /* start forks and execs one command; it returns the pid, or 0 with ev
@@ -699,16 +701,37 @@ static pid_t start_ruled(const struct agent_config *cfg, struct request *r, cons
 	/* the host's approval holds only where argv[0] finds that program's
 	 * stub; elsewhere the command runs as it is (a stub asks itself) */
 	int memfd = -1;
-	if (prog >= 0 && (r->path || stub_program(path) == prog))
+	const struct strings *script = NULL;
+	if (prog >= 0 && (r->path || stub_program(path) == prog)) {
 		memfd = ruled_memfd(prog);
-	if (prog >= 0 && r->path && memfd < 0) {
+		script = ruled_script(prog);
+	}
+	if (prog >= 0 && r->path && memfd < 0 && !script) {
 		set_error(ev, 126, r->argv.v[0], ": warden has no copy of this ruled program; nothing was run", NULL);
 		free(path);
 		return 0;
 	}
+	/* a script runs as the kernel would run it: its interpreter, with the
+	 * script's readable text in place of the stub's path */
+	char **argv = r->argv.v;
+	if (script) {
+		argv = calloc((size_t)(script->n + r->argv.n), sizeof *argv);
+		char *interp = strdup(script->v[0]);
+		if (!argv || !interp) {
+			free(argv);
+			free(interp);
+			free(path);
+			set_error(ev, 125, "out of memory", NULL, NULL);
+			return 0;
+		}
+		memcpy(argv, script->v, (size_t)script->n * sizeof *argv);
+		memcpy(argv + script->n, r->argv.v + 1, (size_t)(r->argv.n - 1) * sizeof *argv);
+		free(path);
+		path = interp;
+	}
 	static char *const no_env[] = {NULL};
-	struct child c = {.path = path, .cwd = r->cwd && *r->cwd ? r->cwd : "/", .argv = r->argv.v,
-			  .env = r->env.n ? r->env.v : no_env, .tty = r->tty, .memfd = memfd};
+	struct child c = {.path = path, .cwd = r->cwd && *r->cwd ? r->cwd : "/", .argv = argv,
+			  .env = r->env.n ? r->env.v : no_env, .tty = r->tty, .memfd = memfd, .clean = script != NULL};
 	int slave = -1;
 	if (r->tty) {
 		char text[128];
@@ -745,9 +768,13 @@ static pid_t start_ruled(const struct agent_config *cfg, struct request *r, cons
 		else
 			agent_exec_error(r->argv.v[0], path, err, ev);
 		free(path);
+		if (argv != r->argv.v)
+			free(argv);
 		return 0;
 	}
 	free(path);
+	if (argv != r->argv.v)
+		free(argv);
 	return pid;
 }
 
@@ -782,6 +809,7 @@ static struct agent {
 	int stub_listener;   /* the stubs' socket, or -1 */
 	int rules;           /* the host's command-rules channel, or -1 */
 	int memfds[64];      /* each ruled program's real copy, from the host */
+	struct strings scripts[64]; /* or, for a script, how it runs (rulesAnswer.Script) */
 	unsigned next_ask;
 	const char *egress_addr; /* --egress: where the sandbox finds the egress proxy (gVisor) */
 	int egress_listener;     /* that TCP listener, or -1 */
@@ -1004,6 +1032,12 @@ static int ruled_memfd(int prog)
 	return prog >= 0 && prog < 64 ? agent.memfds[prog] : -1;
 }
 
+/* ruled_script: a ruled script's interpreter line and text, or NULL. */
+static const struct strings *ruled_script(int prog)
+{
+	return prog >= 0 && prog < 64 && agent.scripts[prog].n > 1 ? &agent.scripts[prog] : NULL;
+}
+
 /* stub_reply sends a stub a line to print, and with final its end. */
 static void stub_reply(struct conn *c, int code, const char *line, int final)
 {
@@ -1134,6 +1168,7 @@ struct answer {
 	int allow, waiting;
 	char *error;
 	long long program;
+	struct strings script;
 	int nul;
 };
 
@@ -1152,6 +1187,8 @@ static int answer_member(void *ctx, const char *key, const char *v, const char *
 		return read_int(v, end, 0, 1 << 20, &a->program);
 	if (!strcmp(key, "error"))
 		return read_text(v, end, &a->error, &a->nul);
+	if (!strcmp(key, "script"))
+		return read_list(v, end, &a->script, &a->nul);
 	return 0;
 }
 
@@ -1184,6 +1221,7 @@ static void rules_message(void)
 		free(msg);
 		close_fds(fds, nfds);
 		free(a.error);
+		strings_free(&a.script);
 		return;
 	}
 	free(msg);
@@ -1192,8 +1230,16 @@ static void rules_message(void)
 			close(agent.memfds[a.program - 1]);
 		agent.memfds[a.program - 1] = fds[0];
 		free(a.error);
+		strings_free(&a.script);
 		return;
 	}
+	if (a.program > 0 && a.program <= 64 && nfds == 0 && !a.nul && a.script.n > 1 && a.script.v[0][0] == '/') {
+		strings_free(&agent.scripts[a.program - 1]);
+		agent.scripts[a.program - 1] = a.script;
+		free(a.error);
+		return;
+	}
+	strings_free(&a.script);
 	close_fds(fds, nfds);
 	struct conn *c;
 	for (c = agent.conns; c && !(c->stub && c->ask == (unsigned)a.id && !c->pid); c = c->next) {

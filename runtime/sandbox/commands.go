@@ -178,11 +178,15 @@ type rulesAnswer struct {
 	Code    int    `json:"code,omitempty"`
 	Error   string `json:"error,omitempty"`
 	Program int    `json:"program,omitempty"` // 1 + the program whose copy comes with it
+	// Script, with Program and no copy: that program is a script, run
+	// as this (interpreter, its argument, the script's text) then the
+	// call's arguments.
+	Script []string `json:"script,omitempty"`
 }
 
 // serveRules opens the session's rules channel: it hands the agent the
-// ruled programs' copies and answers the stubs' calls until the session
-// closes (closeRules) or its agent goes.
+// ruled programs' copies (for a script, how it runs) and answers the
+// stubs' calls until the session closes (closeRules) or its agent goes.
 func (s *Session) serveRules() error {
 	if len(s.Commands) == 0 {
 		return nil
@@ -196,9 +200,16 @@ func (s *Session) serveRules() error {
 		return err
 	}
 	for i, p := range s.Commands {
-		f, err := s.rt.programCopy(p.File)
-		if err == nil {
-			err = wire.Send(conn, rulesAnswer{Program: i + 1}, int(f.Fd()))
+		var err error
+		if len(p.Script) > 0 {
+			// A script's text is no secret: its interpreter reads it in
+			// the sandbox, where its stub cannot be run by another way.
+			err = wire.Send(conn, rulesAnswer{Program: i + 1, Script: p.Script})
+		} else {
+			var f *os.File
+			if f, err = s.rt.programCopy(p.File); err == nil {
+				err = wire.Send(conn, rulesAnswer{Program: i + 1}, int(f.Fd()))
+			}
 		}
 		if err != nil {
 			conn.Close()
