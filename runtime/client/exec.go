@@ -126,10 +126,16 @@ func (c *Client) Do(ctx context.Context, o SessionOptions, cmd Cmd) (Result, err
 	// session is made for this run (one of that id already there is
 	// someone else's, never joined nor removed) and goes even when ctx
 	// has ended.
-	if _, err := c.call(ctx, protocol.Request{Op: "create", ID: s.ID, Create: s.create}); err != nil {
+	_, err = c.call(ctx, protocol.Request{Op: "create", ID: s.ID, Create: s.create})
+	if errors.Is(err, ErrSessionExists) {
 		return Result{}, err
 	}
+	// Also when the create failed: a create that ctx cut short may have
+	// made the session all the same.
 	defer s.Remove(context.WithoutCancel(ctx))
+	if err != nil {
+		return Result{}, err
+	}
 	req.Op = "exec"
 	return s.send(ctx, req, st)
 }
