@@ -32,7 +32,9 @@ type criEnv struct {
 	procs   []*exec.Cmd // registry, containerd: stopped in reverse
 	crictl  string
 	before  hostSnapshot
-	handler map[string]string // CRI handler name -> what it runs (for messages)
+	handler map[string]string // CRI handler name -> the runtime binary runc's shim runs
+	// ginkgoDir holds the ginkgo CLI critest -parallel runs.
+	ginkgoDir string
 }
 
 // criBridge names the CNI bridge (inside the private namespace).
@@ -57,7 +59,7 @@ func takeHostSnapshot() hostSnapshot {
 		}
 		return nil
 	})
-	s.cgroups, _ = filepath.Glob("/sys/fs/cgroup/*/k8s.io/*")
+	s.cgroups = criCgroups()
 	if out, err := exec.Command("ipcs", "-m").Output(); err == nil {
 		for _, line := range strings.Split(string(out), "\n") {
 			if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[0], "0x") {
@@ -74,6 +76,31 @@ func takeHostSnapshot() hostSnapshot {
 		}
 	}
 	return s
+}
+
+// criCgroups lists the pods' and containers' cgroups. With the cgroupfs
+// driver containerd 1.6 names them "test.slice:cri-containerd:ID" (critest's
+// parent, in systemd's form), which runc and runsc take as a path relative
+// to their own cgroup: the shim's, which is this test's.
+func criCgroups() []string {
+	out, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io/*")
+	data, _ := os.ReadFile("/proc/self/cgroup")
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		hierarchy := strings.TrimPrefix(f[1], "name=")
+		if hierarchy == "" {
+			hierarchy = "unified"
+		}
+		for _, name := range strings.Split(hierarchy, ",") {
+			found, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", name, f[2], "*cri-containerd*"))
+			out = append(out, found...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // added lists what after has and before had not.
@@ -338,6 +365,14 @@ func (e *criEnv) stop(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	// runsc's sandboxes (sentry, gofer) are the shims' children, named by
+	// their runsc root below the private folder.
+	if left := processesNaming(e.dir + "/"); len(left) > 0 {
+		problems = append(problems, fmt.Sprintf("processes still running: %v", left))
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 	if e.holder != nil && e.holder.Process != nil {
 		e.holder.Process.Kill()
 		e.holder.Wait()
@@ -365,7 +400,7 @@ func (e *criEnv) stop(t *testing.T) {
 	// parent stays (libcontainer never removes parents) and goes if empty.
 	for i := 0; i < 50 && len(added(e.before.cgroups, after.cgroups)) > 0; i++ {
 		time.Sleep(100 * time.Millisecond)
-		after.cgroups, _ = filepath.Glob("/sys/fs/cgroup/*/k8s.io/*")
+		after.cgroups = criCgroups()
 	}
 	for _, c := range added(e.before.cgroups, after.cgroups) {
 		problems = append(problems, "cgroup left: "+c)
