@@ -2,12 +2,14 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -76,6 +78,45 @@ func takeHostSnapshot() hostSnapshot {
 		}
 	}
 	return s
+}
+
+// cniCacheSandbox matches the pod sandbox a CNI cache file names
+// (NETWORK-ID-IFNAME: warden-critest-ID-eth0, cni-loopback-ID-lo).
+var cniCacheSandbox = regexp.MustCompile(`-([0-9a-f]{64})-[^-]+$`)
+
+// ownsCNICache says whether a CNI cache file is of this run's containerd:
+// its pod's sandbox folder is in this containerd's root (until the pod is
+// removed).
+func (e *criEnv) ownsCNICache(path string) bool {
+	m := cniCacheSandbox.FindStringSubmatch(filepath.Base(path))
+	if m == nil {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(e.dir, "root", "io.containerd.grpc.v1.cri", "sandboxes", m[1]))
+	return err == nil
+}
+
+// cniCacheNetns lists the network namespaces a CNI cache file's result
+// names (as /run/netns/NAME).
+func cniCacheNetns(path string) []string {
+	var cache struct {
+		Result struct {
+			Interfaces []struct {
+				Sandbox string `json:"sandbox"`
+			} `json:"interfaces"`
+		} `json:"result"`
+	}
+	data, _ := os.ReadFile(path)
+	if json.Unmarshal(data, &cache) != nil {
+		return nil
+	}
+	var out []string
+	for _, i := range cache.Result.Interfaces {
+		if i.Sandbox != "" {
+			out = append(out, strings.Replace(i.Sandbox, "/var/run/", "/run/", 1))
+		}
+	}
+	return out
 }
 
 // criCgroups lists the pods' and containers' cgroups. With the cgroupfs
@@ -385,16 +426,22 @@ func (e *criEnv) stop(t *testing.T) {
 		}
 	}
 	after := takeHostSnapshot()
-	for _, ns := range added(e.before.netns, after.netns) {
-		syscall.Unmount(ns, syscall.MNT_DETACH)
-		os.Remove(ns)
-		problems = append(problems, "network namespace left: "+ns)
-	}
+	// Only this run's pods' CNI cache files and network namespaces are
+	// removed: another critest run may share the host.
+	newNetns := added(e.before.netns, after.netns)
 	for _, f := range added(e.before.cniCache, after.cniCache) {
-		if strings.Contains(filepath.Base(f), "warden-critest") {
-			os.Remove(f)
-			problems = append(problems, "CNI cache file left: "+f)
+		if !e.ownsCNICache(f) {
+			continue
 		}
+		for _, ns := range cniCacheNetns(f) {
+			if slices.Contains(newNetns, ns) {
+				syscall.Unmount(ns, syscall.MNT_DETACH)
+				os.Remove(ns)
+				problems = append(problems, "network namespace left: "+ns)
+			}
+		}
+		os.Remove(f)
+		problems = append(problems, "CNI cache file left: "+f)
 	}
 	// A shim removes its container's cgroup as it ends; the pod cgroups'
 	// parent stays (libcontainer never removes parents) and goes if empty.
