@@ -80,20 +80,32 @@ func takeHostSnapshot() hostSnapshot {
 	return s
 }
 
-// cniCacheSandbox matches the pod sandbox a CNI cache file names
-// (NETWORK-ID-IFNAME: warden-critest-ID-eth0, cni-loopback-ID-lo).
-var cniCacheSandbox = regexp.MustCompile(`-([0-9a-f]{64})-[^-]+$`)
+// criID matches the pod sandbox or container a CNI cache file
+// (NETWORK-ID-IFNAME: warden-critest-ID-eth0, cni-loopback-ID-lo) or a
+// cgroup (test.slice:cri-containerd:ID) is of.
+var criID = regexp.MustCompile(`[-:]([0-9a-f]{64})(-[^-]+)?$`)
 
-// ownsCNICache says whether a CNI cache file is of this run's containerd:
-// its pod's sandbox folder is in this containerd's root (until the pod is
-// removed).
-func (e *criEnv) ownsCNICache(path string) bool {
-	m := cniCacheSandbox.FindStringSubmatch(filepath.Base(path))
-	if m == nil {
-		return false
+// ownIDs are the pod sandboxes and containers this run's containerd made,
+// from its log: another critest run may share the host, and only this
+// run's leftovers are this run's to report and remove.
+func (e *criEnv) ownIDs() map[string]bool {
+	data, _ := os.ReadFile(filepath.Join(e.dir, "containerd.log"))
+	ids := map[string]bool{}
+	for _, m := range regexp.MustCompile(`returns (?:sandbox|container) id \\"([0-9a-f]{64})\\"`).FindAllStringSubmatch(string(data), -1) {
+		ids[m[1]] = true
 	}
-	_, err := os.Stat(filepath.Join(e.dir, "root", "io.containerd.grpc.v1.cri", "sandboxes", m[1]))
-	return err == nil
+	return ids
+}
+
+// owned keeps the paths whose ID is among ids.
+func owned(paths []string, ids map[string]bool) []string {
+	var out []string
+	for _, p := range paths {
+		if m := criID.FindStringSubmatch(filepath.Base(p)); m != nil && ids[m[1]] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // cniCacheNetns lists the network namespaces a CNI cache file's result
@@ -427,12 +439,10 @@ func (e *criEnv) stop(t *testing.T) {
 	}
 	after := takeHostSnapshot()
 	// Only this run's pods' CNI cache files and network namespaces are
-	// removed: another critest run may share the host.
+	// removed.
+	ids := e.ownIDs()
 	newNetns := added(e.before.netns, after.netns)
-	for _, f := range added(e.before.cniCache, after.cniCache) {
-		if !e.ownsCNICache(f) {
-			continue
-		}
+	for _, f := range owned(added(e.before.cniCache, after.cniCache), ids) {
 		for _, ns := range cniCacheNetns(f) {
 			if slices.Contains(newNetns, ns) {
 				syscall.Unmount(ns, syscall.MNT_DETACH)
@@ -445,11 +455,11 @@ func (e *criEnv) stop(t *testing.T) {
 	}
 	// A shim removes its container's cgroup as it ends; the pod cgroups'
 	// parent stays (libcontainer never removes parents) and goes if empty.
-	for i := 0; i < 50 && len(added(e.before.cgroups, after.cgroups)) > 0; i++ {
+	for i := 0; i < 50 && len(owned(added(e.before.cgroups, after.cgroups), ids)) > 0; i++ {
 		time.Sleep(100 * time.Millisecond)
 		after.cgroups = criCgroups()
 	}
-	for _, c := range added(e.before.cgroups, after.cgroups) {
+	for _, c := range owned(added(e.before.cgroups, after.cgroups), ids) {
 		problems = append(problems, "cgroup left: "+c)
 	}
 	if len(e.before.cgroups) == 0 {
