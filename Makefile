@@ -18,6 +18,10 @@ RUNSC_VERSION := v0.0.0-20260905035102-160fafc42237
 CRI_TOOLS_VERSION := v1.37.0
 CRITEST    := $(TOOLS)/critest-$(CRI_TOOLS_VERSION)
 CRICTL     := $(TOOLS)/crictl-$(CRI_TOOLS_VERSION)
+# critest -parallel runs its nodes through the ginkgo CLI found on PATH, at
+# the version critest $(CRI_TOOLS_VERSION) is built with.
+GINKGO_VERSION := v2.32.1
+GINKGO     := $(TOOLS)/ginkgo-$(GINKGO_VERSION)/ginkgo
 K8S_BUSYBOX := $(TOOLS)/busybox-dynamic/bin/busybox
 PREFIX     ?= /usr/local
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -75,10 +79,10 @@ ts-client-test: build ts-client-build ## the TypeScript client's tests (clients/
 	rc=$${PIPESTATUS[0]}; test $$rc = 0 || exit $$rc; \
 	grep -Eq '^# pass [1-9]' /tmp/warden-ts-client.log || { echo "make ts-client-test: no test ran" >&2; exit 1; }
 
-k8s: build $(CRITEST) $(CRICTL) $(K8S_BUSYBOX) ## critest $(CRI_TOOLS_VERSION) for runc, warden and warden under the baseline policy (root; UPDATE=1 rewrites docs/kubernetes.md's table)
+k8s: build $(CRITEST) $(CRICTL) $(GINKGO) $(K8S_BUSYBOX) ## critest $(CRI_TOOLS_VERSION) for runc, warden and warden under the baseline policy (root; UPDATE=1 rewrites docs/kubernetes.md's table)
 	@test "$$(id -u)" = 0 || { echo "make k8s: needs root (a private containerd runs real pods); run it with sudo" >&2; exit 1; }
 	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
-	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) WARDEN_CRITEST=$(CRITEST) WARDEN_CRICTL=$(CRICTL) WARDEN_K8S_BUSYBOX=$(K8S_BUSYBOX) \
+	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) WARDEN_CRITEST=$(CRITEST) WARDEN_CRICTL=$(CRICTL) WARDEN_GINKGO=$(GINKGO) WARDEN_K8S_BUSYBOX=$(K8S_BUSYBOX) \
 		go test -count=1 -timeout 30m -tags "$(TAGS)" -run '^TestCritest$$' -v ./integration/ $(if $(UPDATE),-update) 2>&1 | tee /tmp/warden-k8s.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
 
 # critest is a compiled Go test ("go install" refuses it): built from a
@@ -92,6 +96,10 @@ $(CRITEST):
 $(CRICTL):
 	@mkdir -p $(TOOLS)
 	work=$$(mktemp -d) && trap 'rm -rf "$$work"' EXIT && CGO_ENABLED=0 GOBIN="$$work" go install sigs.k8s.io/cri-tools/cmd/crictl@$(CRI_TOOLS_VERSION) && mv "$$work/crictl" $@
+
+$(GINKGO):
+	@mkdir -p $(dir $@)
+	CGO_ENABLED=0 GOBIN=$(dir $@) go install github.com/onsi/ginkgo/v2/ginkgo@$(GINKGO_VERSION)
 
 $(K8S_BUSYBOX):
 	@mkdir -p $(TOOLS)

@@ -2,12 +2,14 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -32,7 +34,9 @@ type criEnv struct {
 	procs   []*exec.Cmd // registry, containerd: stopped in reverse
 	crictl  string
 	before  hostSnapshot
-	handler map[string]string // CRI handler name -> what it runs (for messages)
+	handler map[string]string // CRI handler name -> the runtime binary runc's shim runs
+	// ginkgoDir holds the ginkgo CLI critest -parallel runs.
+	ginkgoDir string
 }
 
 // criBridge names the CNI bridge (inside the private namespace).
@@ -57,7 +61,7 @@ func takeHostSnapshot() hostSnapshot {
 		}
 		return nil
 	})
-	s.cgroups, _ = filepath.Glob("/sys/fs/cgroup/*/k8s.io/*")
+	s.cgroups = criCgroups()
 	if out, err := exec.Command("ipcs", "-m").Output(); err == nil {
 		for _, line := range strings.Split(string(out), "\n") {
 			if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[0], "0x") {
@@ -74,6 +78,82 @@ func takeHostSnapshot() hostSnapshot {
 		}
 	}
 	return s
+}
+
+// criID matches the pod sandbox or container a CNI cache file
+// (NETWORK-ID-IFNAME: warden-critest-ID-eth0, cni-loopback-ID-lo) or a
+// cgroup (test.slice:cri-containerd:ID) is of.
+var criID = regexp.MustCompile(`[-:]([0-9a-f]{64})(-[^-]+)?$`)
+
+// ownIDs are the pod sandboxes and containers this run's containerd made,
+// from its log: another critest run may share the host, and only this
+// run's leftovers are this run's to report and remove.
+func (e *criEnv) ownIDs() map[string]bool {
+	data, _ := os.ReadFile(filepath.Join(e.dir, "containerd.log"))
+	ids := map[string]bool{}
+	for _, m := range regexp.MustCompile(`returns (?:sandbox|container) id \\"([0-9a-f]{64})\\"`).FindAllStringSubmatch(string(data), -1) {
+		ids[m[1]] = true
+	}
+	return ids
+}
+
+// owned keeps the paths whose ID is among ids.
+func owned(paths []string, ids map[string]bool) []string {
+	var out []string
+	for _, p := range paths {
+		if m := criID.FindStringSubmatch(filepath.Base(p)); m != nil && ids[m[1]] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// cniCacheNetns lists the network namespaces a CNI cache file's result
+// names (as /run/netns/NAME).
+func cniCacheNetns(path string) []string {
+	var cache struct {
+		Result struct {
+			Interfaces []struct {
+				Sandbox string `json:"sandbox"`
+			} `json:"interfaces"`
+		} `json:"result"`
+	}
+	data, _ := os.ReadFile(path)
+	if json.Unmarshal(data, &cache) != nil {
+		return nil
+	}
+	var out []string
+	for _, i := range cache.Result.Interfaces {
+		if i.Sandbox != "" {
+			out = append(out, strings.Replace(i.Sandbox, "/var/run/", "/run/", 1))
+		}
+	}
+	return out
+}
+
+// criCgroups lists the pods' and containers' cgroups. With the cgroupfs
+// driver containerd 1.6 names them "test.slice:cri-containerd:ID" (critest's
+// parent, in systemd's form), which runc and runsc take as a path relative
+// to their own cgroup: the shim's, which is this test's.
+func criCgroups() []string {
+	out, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io/*")
+	data, _ := os.ReadFile("/proc/self/cgroup")
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		hierarchy := strings.TrimPrefix(f[1], "name=")
+		if hierarchy == "" {
+			hierarchy = "unified"
+		}
+		for _, name := range strings.Split(hierarchy, ",") {
+			found, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", name, f[2], "*cri-containerd*"))
+			out = append(out, found...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // added lists what after has and before had not.
@@ -338,6 +418,14 @@ func (e *criEnv) stop(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	// runsc's sandboxes (sentry, gofer) are the shims' children, named by
+	// their runsc root below the private folder.
+	if left := processesNaming(e.dir + "/"); len(left) > 0 {
+		problems = append(problems, fmt.Sprintf("processes still running: %v", left))
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 	if e.holder != nil && e.holder.Process != nil {
 		e.holder.Process.Kill()
 		e.holder.Wait()
@@ -350,24 +438,28 @@ func (e *criEnv) stop(t *testing.T) {
 		}
 	}
 	after := takeHostSnapshot()
-	for _, ns := range added(e.before.netns, after.netns) {
-		syscall.Unmount(ns, syscall.MNT_DETACH)
-		os.Remove(ns)
-		problems = append(problems, "network namespace left: "+ns)
-	}
-	for _, f := range added(e.before.cniCache, after.cniCache) {
-		if strings.Contains(filepath.Base(f), "warden-critest") {
-			os.Remove(f)
-			problems = append(problems, "CNI cache file left: "+f)
+	// Only this run's pods' CNI cache files and network namespaces are
+	// removed.
+	ids := e.ownIDs()
+	newNetns := added(e.before.netns, after.netns)
+	for _, f := range owned(added(e.before.cniCache, after.cniCache), ids) {
+		for _, ns := range cniCacheNetns(f) {
+			if slices.Contains(newNetns, ns) {
+				syscall.Unmount(ns, syscall.MNT_DETACH)
+				os.Remove(ns)
+				problems = append(problems, "network namespace left: "+ns)
+			}
 		}
+		os.Remove(f)
+		problems = append(problems, "CNI cache file left: "+f)
 	}
 	// A shim removes its container's cgroup as it ends; the pod cgroups'
 	// parent stays (libcontainer never removes parents) and goes if empty.
-	for i := 0; i < 50 && len(added(e.before.cgroups, after.cgroups)) > 0; i++ {
+	for i := 0; i < 50 && len(owned(added(e.before.cgroups, after.cgroups), ids)) > 0; i++ {
 		time.Sleep(100 * time.Millisecond)
-		after.cgroups, _ = filepath.Glob("/sys/fs/cgroup/*/k8s.io/*")
+		after.cgroups = criCgroups()
 	}
-	for _, c := range added(e.before.cgroups, after.cgroups) {
+	for _, c := range owned(added(e.before.cgroups, after.cgroups), ids) {
 		problems = append(problems, "cgroup left: "+c)
 	}
 	if len(e.before.cgroups) == 0 {

@@ -11,7 +11,9 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -19,28 +21,55 @@ import (
 var updateDocs = flag.Bool("update", false, "rewrite the critest section of docs/kubernetes.md from this run (TestCritest)")
 
 // critestHandlers are the CRI runtime handlers critest runs against, in
-// order: runc is the reference. The gVisor pair (runsc as its reference,
-// and warden on its gVisor engine) joins this list when warden has that
-// engine.
+// the order of the doc's table. The gVisor pair (runsc, and warden on its
+// gVisor engine) is not among them yet: docs/kubernetes.md says why.
 var critestHandlers = []string{"runc", "warden", "warden-baseline"}
+
+// critestRefs pairs a handler with the reference whose results it must
+// have exactly.
+var critestRefs = map[string]string{"warden": "runc"}
+
+// critestFamilies are the handlers whose results are compared with each
+// other: a second try of a spec runs for the whole family, so that every
+// comparison is between results of the same try.
+var critestFamilies = [][]string{{"runc", "warden", "warden-baseline"}}
+
+// critestShared matches the specs that take something every handler of
+// the one containerd shares: the image specs pull and remove the images
+// all specs run, the port specs take fixed ports (12000-12003) of the one
+// network namespace. They run one handler at a time; the other specs of
+// all handlers run at once.
+const critestShared = `Image Manager|Image Consistency|Image Identifier Consistency|port mapping with host port|portforward`
+
+// critestNodes is how many ginkgo nodes each critest run spreads its
+// specs over (critest -parallel; ginkgo runs the specs marked Serial
+// alone): most of a run's time is spent waiting, above all for the specs
+// that fail under a policy, each of which waits out a minute.
+const critestNodes = 6
 
 const (
 	critestDoc      = "../docs/kubernetes.md"
 	critestBegin    = "<!-- critest:begin: written by `make k8s UPDATE=1` from a run; each row's reason is kept by hand -->"
 	critestEnd      = "<!-- critest:end -->"
 	failsEverywhere = "every handler"
-	failsBaseline   = "baseline policy"
 )
+
+// critestFailGroups are the handlers a spec can fail under, in the words
+// of the doc's "fails under" column: each reference stands for its pair.
+var critestFailGroups = []struct{ handler, words string }{
+	{"runc", "runc and warden"}, {"warden-baseline", "baseline policy"},
+}
 
 // TestCritest runs Kubernetes' CRI validation suite against a private
 // containerd for runc, warden without a policy and warden under
-// policies/baseline-container.toml. warden without a policy must give
-// exactly runc's results; under the baseline every spec that fails must
-// be listed with its reason in docs/kubernetes.md.
+// policies/baseline-container.toml. warden must give exactly runc's
+// results; every spec that fails must be listed with its reason in
+// docs/kubernetes.md (under the baseline, only refusals may differ from
+// runc).
 func TestCritest(t *testing.T) {
-	critest, crictl, busybox := os.Getenv("WARDEN_CRITEST"), os.Getenv("WARDEN_CRICTL"), os.Getenv("WARDEN_K8S_BUSYBOX")
-	if critest == "" || crictl == "" || busybox == "" {
-		t.Fatal("TestCritest needs WARDEN_CRITEST, WARDEN_CRICTL and WARDEN_K8S_BUSYBOX: run `make k8s` (it builds critest and crictl into bin/tools)")
+	critest, crictl, busybox, ginkgo := os.Getenv("WARDEN_CRITEST"), os.Getenv("WARDEN_CRICTL"), os.Getenv("WARDEN_K8S_BUSYBOX"), os.Getenv("WARDEN_GINKGO")
+	if critest == "" || crictl == "" || busybox == "" || ginkgo == "" || filepath.Base(ginkgo) != "ginkgo" {
+		t.Fatal("TestCritest needs WARDEN_CRITEST, WARDEN_CRICTL, WARDEN_GINKGO (a binary named ginkgo) and WARDEN_K8S_BUSYBOX: run `make k8s` (it builds critest, crictl and ginkgo into bin/tools)")
 	}
 	start := time.Now()
 	policy, err := filepath.Abs("../policies/baseline-container.toml")
@@ -58,16 +87,46 @@ func TestCritest(t *testing.T) {
 	}
 	handlers := map[string]string{"runc": runcBinary, "warden": wardenBinary, "warden-baseline": wrapper}
 	e := startCRI(t, crictl, busybox, handlers)
+	e.ginkgoDir = filepath.Dir(ginkgo)
 	t.Logf("containerd, registry and images ready in %s", time.Since(start).Round(time.Second))
 
+	// Every handler at once, but for the shared specs.
 	results := map[string]map[string]specResult{}
+	took := map[string]time.Duration{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var failures []string
+	began := time.Now()
+	for _, h := range critestHandlers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.runCritest(critest, h, h, "-ginkgo.skip", critestShared)
+			mu.Lock()
+			defer mu.Unlock()
+			results[h], took[h] = res, time.Since(began)
+			if err != nil {
+				failures = append(failures, err.Error())
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatal(strings.Join(failures, "\n"))
+	}
+	left := e.removePods(t)
+	t.Logf("all handlers at once, but the shared specs: %s; %d pods and containers left behind, removed", time.Since(began).Round(time.Second), left)
 	for _, h := range critestHandlers {
 		began := time.Now()
-		results[h] = e.runCritest(t, critest, h)
+		res, err := e.runCritest(critest, h, h+".shared", "-ginkgo.focus", critestShared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mergeResults(results[h], res)
 		left := e.removePods(t)
 		p, f, s := countResults(results[h])
-		t.Logf("%-16s %3d passed, %2d failed, %2d skipped of %d in %s; %d pods and containers left behind, removed",
-			h, p, f, s, len(results[h]), time.Since(began).Round(time.Second), left)
+		t.Logf("%-16s %3d passed, %2d failed, %2d skipped of %d (beside the others in %s, the shared specs in %s); %d pods and containers left behind, removed",
+			h, p, f, s, len(results[h]), took[h].Round(time.Second), time.Since(began).Round(time.Second), left)
 	}
 	if len(results["runc"]) < 100 {
 		t.Fatalf("critest reported %d specs for runc; expected about 140 (see %s.log)", len(results["runc"]), filepath.Join(e.dir, "runc"))
@@ -82,57 +141,76 @@ func TestCritest(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A spec whose result differs from what this run expects (warden
-	// unlike runc; under the baseline, unlike runc without a refusal on
-	// record) runs once more, for runc and that handler, before it
+	// unlike its reference; under the baseline, unlike runc without a
+	// refusal on record) runs once more, for its family, before it
 	// counts: some of critest's specs race with a loaded machine.
-	suspect := map[string]bool{}
-	for name, w := range results["warden"] {
-		if w.status != results["runc"][name].status {
-			suspect[name] = true
+	suspect := make([]map[string]bool, len(critestFamilies)) // per family
+	family := func(h string) int {
+		for i, f := range critestFamilies {
+			if slices.Contains(f, h) {
+				return i
+			}
+		}
+		panic("no family: " + h)
+	}
+	for i := range suspect {
+		suspect[i] = map[string]bool{}
+	}
+	for h, ref := range critestRefs {
+		for _, name := range differing(results[ref], results[h]) {
+			suspect[family(ref)][name] = true
 		}
 	}
 	for name, b := range results["warden-baseline"] {
 		if ref := results["runc"][name]; b.status != ref.status && (b.status != "failed" || reasons[name] == "") {
-			suspect[name] = true
+			suspect[family("runc")][name] = true
 		}
 	}
-	if len(suspect) > 0 && !*updateDocs {
-		var focus []string
-		for name := range suspect {
-			focus = append(focus, name)
+	for i, members := range critestFamilies {
+		if len(suspect[i]) == 0 || *updateDocs {
+			continue
 		}
-		sort.Strings(focus)
-		t.Logf("running again, once: %s", strings.Join(focus, "; "))
-		for _, h := range critestHandlers {
-			for name, r := range e.runCritest(t, critest, h, focus...) {
-				if r.status != "skipped" || results[h][name].status == "skipped" {
-					results[h][name] = r
-				}
+		var names, focus []string
+		for name := range suspect[i] {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			focus = append(focus, regexp.QuoteMeta(name))
+		}
+		t.Logf("running again, once, for %s: %s", strings.Join(members, ", "), strings.Join(names, "; "))
+		for _, h := range members {
+			res, err := e.runCritest(critest, h, h+".retry", "-ginkgo.focus", strings.Join(focus, "|"))
+			if err != nil {
+				// A second try that reports nothing leaves the first one's results.
+				t.Logf("critest's second try: %v", err)
 			}
+			mergeResults(results[h], res)
 			e.removePods(t)
 		}
 	}
-	for _, d := range diffResults(results["runc"], results["warden"]) {
-		t.Errorf("warden without a policy differs from runc: %s", d)
-	}
-
-	rows := map[string]string{} // spec -> failsEverywhere or failsBaseline
-	for name, r := range results["runc"] {
-		if r.status == "failed" {
-			rows[name] = failsEverywhere
+	for _, h := range critestHandlers {
+		if ref, ok := critestRefs[h]; ok {
+			for _, d := range diffResults(ref, results[ref], results[h]) {
+				t.Errorf("%s differs from %s: %s", h, ref, d)
+			}
 		}
 	}
 	for name, b := range results["warden-baseline"] {
-		ref := results["runc"][name]
-		switch {
-		case b.status == ref.status:
-		case b.status == "failed":
-			rows[name] = failsBaseline
-			if reasons[name] == "" {
-				t.Logf("under the baseline policy %q fails: %s", name, b.message)
-			}
-		default:
+		if ref := results["runc"][name]; b.status != ref.status && b.status != "failed" {
 			t.Errorf("under the baseline policy %q is %s, under runc %s (only refusals may differ)", name, b.status, ref.status)
+		}
+	}
+
+	rows := map[string]int{} // spec -> the groups it fails under, a bit per critestFailGroups entry
+	for i, g := range critestFailGroups {
+		for name, r := range results[g.handler] {
+			if r.status == "failed" {
+				rows[name] |= 1 << i
+				if reasons[name] == "" {
+					t.Logf("under %s %q fails: %s", g.handler, name, r.message)
+				}
+			}
 		}
 	}
 	section := renderCritestSection(results, rows, reasons)
@@ -148,9 +226,9 @@ func TestCritest(t *testing.T) {
 	} else if got := doc[begin : end+len(critestEnd)]; got != section {
 		t.Errorf("docs/kubernetes.md's critest section does not match this run; review and run `make k8s UPDATE=1`:\n%s", firstLineDiff(section, got))
 	}
-	for name, where := range rows {
+	for name, groups := range rows {
 		if reasons[name] == "" {
-			t.Errorf("docs/kubernetes.md gives no reason why %q fails under the %s: write one in its row", name, where)
+			t.Errorf("docs/kubernetes.md gives no reason why %q fails under %s: write one in its row", name, failWords(groups))
 		}
 	}
 	t.Logf("whole run: %s", time.Since(start).Round(time.Second))
@@ -162,57 +240,49 @@ type specResult struct {
 }
 
 // runCritest runs the suite for one handler inside the private namespaces
-// and reads its JUnit report. TMPDIR keeps the host folders the specs bind
-// inside the private folder.
-// With focus, only those specs run (a second try of specs whose result
-// looked like a flake).
-func (e *criEnv) runCritest(t *testing.T, critest, handler string, focus ...string) map[string]specResult {
-	t.Helper()
-	name := handler
-	var extra []string
-	if len(focus) > 0 {
-		name += ".retry"
-		quoted := make([]string, len(focus))
-		for i, f := range focus {
-			quoted[i] = regexp.QuoteMeta(f)
-		}
-		extra = []string{"-ginkgo.focus", strings.Join(quoted, "|")}
-	}
+// and reads its JUnit report (name.xml, its output in name.log); args are
+// more of critest's flags (a focus or a skip). TMPDIR keeps the host
+// folders the specs bind inside the private folder.
+func (e *criEnv) runCritest(critest, handler, name string, args ...string) (map[string]specResult, error) {
 	report := filepath.Join(e.dir, name+".xml")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	argv := e.nsArgv(append([]string{critest, "-runtime-endpoint", "unix://" + e.sock, "-image-endpoint", "unix://" + e.sock,
-		"-runtime-handler", handler, "-ginkgo.junit-report", report, "-ginkgo.no-color"}, extra...)...)
+		"-runtime-handler", handler, "-ginkgo.junit-report", report, "-ginkgo.no-color", "-parallel", strconv.Itoa(critestNodes)}, args...)...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root", "TMPDIR=" + filepath.Join(e.dir, "tmp")}
+	cmd.Env = []string{"PATH=" + e.ginkgoDir + ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root", "TMPDIR=" + filepath.Join(e.dir, "tmp")}
 	cmd.WaitDelay = 10 * time.Second
 	logPath := filepath.Join(e.dir, name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// critest exits non-zero when a spec fails; the report says which.
 	runErr := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("critest for %s did not finish within 10 minutes (log %s)", handler, logPath)
+		return nil, fmt.Errorf("critest for %s did not finish within 10 minutes (log %s)", handler, logPath)
 	}
 	data, err := os.ReadFile(report)
 	if err == nil {
 		var res map[string]specResult
 		if res, err = parseJUnit(data); err == nil {
-			return res
+			return res, nil
 		}
 	}
 	log, _ := os.ReadFile(logPath)
-	if len(focus) > 0 {
-		// A second try that reports nothing leaves the first one's results.
-		t.Logf("critest's second try for %s reported nothing (%v, %v); its output:\n%s", handler, runErr, err, lastLines(string(log), 10))
-		return nil
+	return nil, fmt.Errorf("critest for %s: no report (%v, %v); its output:\n%s", handler, runErr, err, lastLines(string(log), 30))
+}
+
+// mergeResults takes into into the results of a run that focused on some
+// specs: the specs it skipped for the focus keep their results.
+func mergeResults(into, run map[string]specResult) {
+	for name, r := range run {
+		if r.status != "skipped" || into[name].status == "" || into[name].status == "skipped" {
+			into[name] = r
+		}
 	}
-	t.Fatalf("critest for %s: no report (%v, %v); its output:\n%s", handler, runErr, err, lastLines(string(log), 30))
-	return nil
 }
 
 func parseJUnit(data []byte) (map[string]specResult, error) {
@@ -248,8 +318,15 @@ func parseJUnit(data []byte) (map[string]specResult, error) {
 				r.status = "skipped"
 			}
 			r.message, _, _ = strings.Cut(strings.TrimSpace(r.message), "\n")
-			if _, dup := out[name]; dup {
-				return nil, fmt.Errorf("spec %q reported twice", name)
+			if prev, dup := out[name]; dup {
+				// Each parallel node reports the suite's set-up
+				// ([BeforeSuite]) once: one entry, failed if any failed.
+				if !strings.HasSuffix(name, "Suite]") {
+					return nil, fmt.Errorf("spec %q reported twice", name)
+				}
+				if prev.status == "failed" {
+					r = prev
+				}
 			}
 			out[name] = r
 		}
@@ -271,25 +348,54 @@ func countResults(rs map[string]specResult) (passed, failed, skipped int) {
 	return
 }
 
-// diffResults lists the specs whose outcome differs, sorted.
-func diffResults(ref, got map[string]specResult) []string {
+// differing lists the specs whose outcome differs between two runs.
+func differing(ref, got map[string]specResult) []string {
 	var out []string
 	for name, r := range ref {
-		g, ok := got[name]
-		switch {
-		case !ok:
-			out = append(out, fmt.Sprintf("%q: %s under runc, not run", name, r.status))
-		case g.status != r.status:
-			out = append(out, fmt.Sprintf("%q: %s under runc, %s (%s)", name, r.status, g.status, g.message))
+		if g, ok := got[name]; !ok || g.status != r.status {
+			out = append(out, name)
 		}
 	}
-	for name, g := range got {
+	for name := range got {
 		if _, ok := ref[name]; !ok {
-			out = append(out, fmt.Sprintf("%q: not run under runc, %s", name, g.status))
+			out = append(out, name)
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// diffResults words the differences of got from the reference's results.
+func diffResults(refName string, ref, got map[string]specResult) []string {
+	var out []string
+	for _, name := range differing(ref, got) {
+		r, inRef := ref[name]
+		g, inGot := got[name]
+		switch {
+		case !inGot:
+			out = append(out, fmt.Sprintf("%q: %s under %s, not run", name, r.status, refName))
+		case !inRef:
+			out = append(out, fmt.Sprintf("%q: not run under %s, %s", name, refName, g.status))
+		default:
+			out = append(out, fmt.Sprintf("%q: %s under %s, %s (%s)", name, r.status, refName, g.status, g.message))
+		}
+	}
+	return out
+}
+
+// failWords says which handlers a spec fails under (a bit per
+// critestFailGroups entry).
+func failWords(groups int) string {
+	if groups == 1<<len(critestFailGroups)-1 {
+		return failsEverywhere
+	}
+	var words []string
+	for i, g := range critestFailGroups {
+		if groups&(1<<i) != 0 {
+			words = append(words, g.words)
+		}
+	}
+	return strings.Join(words, ", ")
 }
 
 // critestReasons reads the reasons from the doc's table: spec -> reason.
@@ -318,8 +424,9 @@ func critestReasons(doc string) (map[string]string, error) {
 }
 
 // renderCritestSection writes the counts per handler and the failing
-// specs, each with the reason the doc gives.
-func renderCritestSection(results map[string]map[string]specResult, rows, reasons map[string]string) string {
+// specs (those failing under every handler first), each with the reason
+// the doc gives.
+func renderCritestSection(results map[string]map[string]specResult, rows map[string]int, reasons map[string]string) string {
 	var b strings.Builder
 	b.WriteString(critestBegin + "\n")
 	b.WriteString("| handler | passed | failed | skipped | specs |\n|---|---|---|---|---|\n")
@@ -328,18 +435,21 @@ func renderCritestSection(results map[string]map[string]specResult, rows, reason
 		fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %d |\n", h, p, f, s, len(results[h]))
 	}
 	b.WriteString("\n| spec | fails under | why |\n|---|---|---|\n")
-	for _, where := range []string{failsEverywhere, failsBaseline} {
-		var names []string
-		for name, w := range rows {
-			if w == where {
-				names = append(names, name)
-			}
+	names := make([]string, 0, len(rows))
+	for name := range rows {
+		names = append(names, name)
+	}
+	all := 1<<len(critestFailGroups) - 1
+	rank := func(groups int) int { return (groups + 1) & all } // every handler first, then by groups
+	slices.SortFunc(names, func(a, b string) int {
+		if ra, rb := rank(rows[a]), rank(rows[b]); ra != rb {
+			return ra - rb
 		}
-		slices.Sort(names)
-		for _, name := range names {
-			esc := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", esc(name), where, esc(reasons[name]))
-		}
+		return strings.Compare(a, b)
+	})
+	esc := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+	for _, name := range names {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", esc(name), failWords(rows[name]), esc(reasons[name]))
 	}
 	b.WriteString(critestEnd)
 	return b.String()
