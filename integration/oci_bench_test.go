@@ -10,6 +10,11 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/spec"
 )
 
 // pairedMedians runs base and other alternately n times (after a tenth
@@ -51,7 +56,12 @@ func printPairs(title string, rows [][3]any) {
 
 // BenchmarkOCIRun: `warden run` of /bin/true from a bundle beside `runc
 // run` (v1.5.2) of the same bundle; then the same under warden with a
-// policy (the tightening's cost).
+// policy (the tightening's cost), and beside runc running the config that
+// policy made (spec.Tighten), which shows warden's own share apart from
+// what the tightened container costs any runtime (mostly libcontainer
+// compiling the seccomp filter in the container's init). Then the gVisor
+// engine beside `runsc run` of the same bundle, with the global flags
+// warden gives runsc.
 func BenchmarkOCIRun(b *testing.B) {
 	dir := tempDir(b)
 	bundle := busyboxBundle(b, "bench", func(s *specs.Spec) {
@@ -66,6 +76,7 @@ func BenchmarkOCIRun(b *testing.B) {
 	})
 	policy := filepath.Join(dir, "p.toml")
 	os.WriteFile(policy, []byte("name = \"p\"\n"), 0o644)
+	tightened := tightenedBundle(b, bundle, policy)
 	wardenRoot, runcState := filepath.Join(dir, "warden"), filepath.Join(dir, "runc")
 	n := 0
 	runOne := func(bin string, args ...string) func() error {
@@ -76,21 +87,66 @@ func BenchmarkOCIRun(b *testing.B) {
 		}
 	}
 	runc := runOne(runcBinary, "--root", runcState)
+	runcTightened := func() error {
+		n++
+		return runQuiet(runcBinary, "--root", runcState, "run", "--bundle", tightened, fmt.Sprintf("bench-%d", n))()
+	}
+	runsc, err := (&sandbox.Runtime{Binary: wardenBinary}).Runsc()
+	if err == nil {
+		_, err = os.Stat(runsc)
+	}
+	if err != nil {
+		b.Fatalf("the gVisor rows need runsc (`make deps` installs it into bin/tools): %v", err)
+	}
+	runscState := filepath.Join(dir, "runsc")
+	b.Cleanup(func() {
+		// runsc keeps an empty network namespace bound in its root for
+		// --network=none; nothing of warden's, so the bench removes it.
+		unix.Unmount(filepath.Join(runscState, "null-netns"), unix.MNT_DETACH)
+		if m := mountsBelow(dir); len(m) > 0 {
+			b.Errorf("left mounted after the OCI bench: %v", m)
+		}
+	})
 	var rows [][3]any
 	for _, row := range []struct {
-		name string
-		f    func() error
+		name       string
+		base, f    func() error
+		iterations int
 	}{
-		{"warden run /bin/true vs runc run", runOne(wardenBinary, "--root", wardenRoot)},
-		{"warden --policy run /bin/true vs runc run", runOne(wardenBinary, "--root", wardenRoot, "--policy", policy)},
+		{"warden run /bin/true vs runc run", runc, runOne(wardenBinary, "--root", wardenRoot), 100},
+		{"warden --policy run /bin/true vs runc run", runc, runOne(wardenBinary, "--root", wardenRoot, "--policy", policy), 100},
+		{"warden --policy run vs runc run of the tightened config", runcTightened, runOne(wardenBinary, "--root", wardenRoot, "--policy", policy), 100},
+		{"warden --engine gvisor run /bin/true vs runsc run", runOne(runsc, "--root", runscState, sandbox.RunscSidecarFlag), runOne(wardenBinary, "--root", wardenRoot, "--engine", "gvisor"), 20},
+		{"warden --engine gvisor --policy run vs runsc run", runOne(runsc, "--root", runscState, sandbox.RunscSidecarFlag), runOne(wardenBinary, "--root", wardenRoot, "--engine", "gvisor", "--policy", policy), 20},
 	} {
-		base, d, err := pairedMedians(100, runc, row.f)
+		base, d, err := pairedMedians(row.iterations, row.base, row.f)
 		if err != nil {
 			b.Fatal(err)
 		}
 		rows = append(rows, [3]any{row.name, base, d})
 	}
 	printPairs("OCI run", rows)
+}
+
+// tightenedBundle writes a bundle beside bundle whose config.json is the
+// one warden runs under policy: the same tightening, done by spec.Tighten.
+func tightenedBundle(b *testing.B, bundle, policy string) string {
+	var s specs.Spec
+	readJSON(b, filepath.Join(bundle, "config.json"), &s)
+	p, err := policies.Load(policy)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Root.Path = filepath.Join(bundle, s.Root.Path)
+	home, _ := os.UserHomeDir()
+	if _, err := spec.Tighten(&s, p, spec.TightenOptions{
+		Vars: policies.Vars{SkillDir: filepath.Dir(policy), Home: home}, ID: "bench", Bundle: bundle,
+	}); err != nil {
+		b.Fatal(err)
+	}
+	dir := tempDir(b)
+	writeJSON(b, filepath.Join(dir, "config.json"), &s)
+	return dir
 }
 
 // BenchmarkDockerRun: `docker run --rm busybox true` with warden as the

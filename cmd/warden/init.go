@@ -1,8 +1,6 @@
 package main
 
 import (
-	goruntime "runtime"
-
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 	// The fast path of `warden exec` runs as a C constructor, before any
 	// of this; see its package documentation.
@@ -10,12 +8,11 @@ import (
 )
 
 // init hands the process to libcontainer when it was started as a
-// container's init, before the CLI parses anything. Otherwise it pins
-// main to its thread: code that enters a container's namespaces runs on
-// threads of its own, and this keeps the main thread clean.
+// container's init, before the CLI parses anything. Code that enters a
+// container's namespaces runs on threads of its own
+// (sandbox.OnOwnThread), never the main one.
 func init() {
 	if sandbox.IsInit() {
 		sandbox.Init()
 	}
-	goruntime.LockOSThread()
 }

@@ -190,7 +190,7 @@ func TestApprovalsEscaping(t *testing.T) {
 		Parent: `sh -c '<iframe src=//evil.example>'`,
 		Rule:   `commands.ask "git push **"`, Since: since, Timeout: 5 * time.Minute}}}
 	var out strings.Builder
-	if err := templates.ExecuteTemplate(&out, "approvals-table", p); err != nil {
+	if err := templates().ExecuteTemplate(&out, "approvals-table", p); err != nil {
 		t.Fatal(err)
 	}
 	html := out.String()

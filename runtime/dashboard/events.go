@@ -43,7 +43,7 @@ func startEvents(w http.ResponseWriter) (*eventStream, bool) {
 // what was sent last time.
 func (e *eventStream) send(name string, p page) error {
 	var buf bytes.Buffer
-	if err := templates.ExecuteTemplate(&buf, name, p); err != nil {
+	if err := templates().ExecuteTemplate(&buf, name, p); err != nil {
 		return err
 	}
 	if e.last[name] == buf.String() {

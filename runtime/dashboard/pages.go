@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/warden-sandbox/warden/runtime/daemon"
@@ -34,12 +35,17 @@ func static(name, contentType string) http.HandlerFunc {
 // html/template escapes every value an agent could choose (argv, paths,
 // host names in audit lines) for where it stands; nothing here is marked
 // as safe HTML.
-var templates = template.Must(template.New("").Funcs(template.FuncMap{
-	"duration": humanDuration,
-	"bytes":    humanBytes,
-	"argv":     argvText,
-	"actions":  actionsOf,
-}).ParseFS(webFS, "web/*.html"))
+//
+// Parsed when first used, not when the package initialises: every warden
+// process (a container's init too) links this package, few serve pages.
+var templates = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("").Funcs(template.FuncMap{
+		"duration": humanDuration,
+		"bytes":    humanBytes,
+		"argv":     argvText,
+		"actions":  actionsOf,
+	}).ParseFS(webFS, "web/*.html"))
+})
 
 // page is what every template gets.
 type page struct {
@@ -69,7 +75,7 @@ type sessionRow struct {
 func render(w http.ResponseWriter, name string, p page) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	var buf bytes.Buffer
-	if err := templates.ExecuteTemplate(&buf, name, p); err != nil {
+	if err := templates().ExecuteTemplate(&buf, name, p); err != nil {
 		http.Error(w, "rendering the page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}

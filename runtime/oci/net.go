@@ -2,10 +2,11 @@ package oci
 
 import (
 	"fmt"
-	goruntime "runtime"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 // isolateNetwork leaves only loopback in the network namespace of the
@@ -14,15 +15,10 @@ import (
 // deleted (a physical one moved in) is an error: the container is not
 // started.
 func isolateNetwork(pid int) error {
-	errc := make(chan error, 1)
 	// The netlink socket is made inside the container's namespace by a
-	// thread that enters it; that thread is never reused (see
-	// ENVIRONMENT: a thread returned to the pool could still be inside).
-	go func() {
-		goruntime.LockOSThread()
-		errc <- isolateNetworkLocked(pid)
-	}()
-	return <-errc
+	// thread that enters it; that thread is never reused (a thread
+	// returned to the pool could still be inside).
+	return sandbox.OnOwnThread(func() error { return isolateNetworkLocked(pid) })
 }
 
 func isolateNetworkLocked(pid int) error {

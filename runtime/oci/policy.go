@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"github.com/opencontainers/runc/libcontainer"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -38,7 +39,7 @@ type policyRecord struct {
 
 const recordFile = "warden.json"
 
-var policyNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+var policyNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
 
 // choosePolicy decides which policy a container runs under: one it
 // selects by annotation from the policy directory, else the runtime's.
@@ -72,7 +73,7 @@ func (o *Runtime) choosePolicy(s *specs.Spec) (*policies.Policy, string, error) 
 		}
 		return nil, "", fmt.Errorf("annotation %s=%q chooses a policy, but the runtime has no --policy-dir to choose from; configure one (runtimeArgs) or drop the annotation", AnnotationSelect, name)
 	}
-	if !policyNamePattern.MatchString(name) {
+	if !policyNamePattern().MatchString(name) {
 		return nil, "", fmt.Errorf("annotation %s=%q: not a policy name; use the name of a file NAME.toml in %s", AnnotationSelect, name, o.PolicyDir)
 	}
 	file := filepath.Join(o.PolicyDir, name+".toml")

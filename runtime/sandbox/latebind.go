@@ -15,13 +15,6 @@ import (
 	"github.com/warden-sandbox/warden/spec"
 )
 
-// The main goroutine keeps the main thread: setns below runs on threads
-// that die with their goroutine, and the runtime must never hand the main
-// thread (whose namespaces are the process's) to one of them.
-func init() {
-	goruntime.LockOSThread()
-}
-
 // bindLate mounts a claimed session's folders into a running pooled
 // container, exactly as a cold start would have mounted them: each source
 // is cloned in the host's namespace (open_tree), given the mount's flags
@@ -47,15 +40,7 @@ func bindLate(mntns int, root string, mounts []specs.Mount) error {
 		}
 		trees = append(trees, fd)
 	}
-	done := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread leaves the process with this
-		// goroutine instead of going back to the scheduler while it is
-		// still in the container's namespace.
-		goruntime.LockOSThread()
-		done <- moveMounts(mntns, root, mounts, trees)
-	}()
-	return <-done
+	return OnOwnThread(func() error { return moveMounts(mntns, root, mounts, trees) })
 }
 
 // moveMounts runs on a locked thread it may leave in another namespace.

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	goruntime "runtime"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -81,45 +80,34 @@ func (s *Session) StopEgress() {
 }
 
 // listenInNetns makes a TCP listener inside the network namespace of pid.
-// The thread that enters the namespace is locked and never unlocked, so it
-// dies with its goroutine instead of going back to the scheduler still
-// inside the sandbox's namespace. The listener stays in that namespace;
+// The thread that enters the namespace is its own (OnOwnThread). The listener stays in that namespace;
 // accepting and every upstream dial happen on the host's threads.
 func listenInNetns(pid int, addr string) (net.Listener, error) {
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		goruntime.LockOSThread()
-		ln, err := func() (net.Listener, error) {
-			target, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return nil, err
-			}
-			defer unix.Close(target)
-			var here, there unix.Stat_t
-			if err := unix.Stat("/proc/thread-self/ns/net", &here); err != nil {
-				return nil, err
-			}
-			if err := unix.Fstat(target, &there); err != nil {
-				return nil, err
-			}
-			if here.Ino == there.Ino && here.Dev == there.Dev {
-				// A listener here would be on the host's loopback.
-				return nil, errors.New("the sandbox shares this process's network namespace")
-			}
-			if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
-				return nil, fmt.Errorf("setns: %w", err)
-			}
-			return net.Listen("tcp4", addr)
-		}()
-		done <- result{ln, err}
-		// Returning with the thread locked ends the thread.
-	}()
-	r := <-done
-	return r.ln, r.err
+	var ln net.Listener
+	err := OnOwnThread(func() error {
+		target, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(target)
+		var here, there unix.Stat_t
+		if err := unix.Stat("/proc/thread-self/ns/net", &here); err != nil {
+			return err
+		}
+		if err := unix.Fstat(target, &there); err != nil {
+			return err
+		}
+		if here.Ino == there.Ino && here.Dev == there.Dev {
+			// A listener here would be on the host's loopback.
+			return errors.New("the sandbox shares this process's network namespace")
+		}
+		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("setns: %w", err)
+		}
+		ln, err = net.Listen("tcp4", addr)
+		return err
+	})
+	return ln, err
 }
 
 // egressHosts reads the file EgressHostsEnv names, if any.

@@ -141,7 +141,7 @@ func CheckTraversable(dir string) error { return protocol.CheckTraversable(dir) 
 func (rt *Runtime) containersDir() string       { return filepath.Join(rt.Root, "containers") }
 func (rt *Runtime) SessionDir(id string) string { return filepath.Join(rt.Root, "sessions", id) }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 
 // ErrNoSession and ErrSessionExists are returned for unknown and duplicate
 // session ids.
@@ -152,7 +152,7 @@ var (
 
 // CheckID validates a session id.
 func CheckID(id string) error {
-	if !idPattern.MatchString(id) {
+	if !idPattern().MatchString(id) {
 		return kindf(spec.ErrInvalid, "session id %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", id)
 	}
 	return nil
