@@ -1,12 +1,13 @@
 package sandbox
 
 import (
-	"fmt"
-	"path/filepath"
 	"time"
 
-	"github.com/opencontainers/cgroups"
-	"github.com/opencontainers/cgroups/fscommon"
+	"fmt"
+
+	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
 	"github.com/opencontainers/runc/libcontainer/configs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -35,63 +36,91 @@ func Rlimit(r specs.POSIXRlimit) (configs.Rlimit, error) {
 // the session's cgroup.
 func (s *Session) oomKills() uint64 {
 	path := s.rt.cgroupPath(s.ContainerID())
-	if cgroups.IsCgroup2UnifiedMode() {
-		n, _ := fscommon.GetValueByKey(filepath.Join(unifiedRoot, path), "memory.events", "oom_kill")
-		return n
+	if cgroups.Mode() == cgroups.Unified {
+		m, err := cgroup2.Load(path)
+		if err != nil {
+			return 0
+		}
+		st, err := m.Stat()
+		if err != nil || st.MemoryEvents == nil {
+			return 0
+		}
+		return st.MemoryEvents.OomKill
 	}
-	dir, err := v1Dir("memory", path)
+	c, err := cgroup1.Load(cgroup1.StaticPath(path), cgroup1.WithHierarchy(memoryOnly))
 	if err != nil {
 		return 0
 	}
-	n, _ := fscommon.GetValueByKey(dir, "memory.oom_control", "oom_kill")
-	return n
+	st, err := c.Stat(cgroup1.IgnoreNotExist)
+	if err != nil || st.MemoryOomControl == nil {
+		return 0
+	}
+	return st.MemoryOomControl.OomKill
 }
 
-// unifiedRoot is where the cgroup v2 hierarchy is mounted.
-const unifiedRoot = "/sys/fs/cgroup"
-
-// v1Dir is the folder of the cgroup path in a cgroup v1 controller's
-// hierarchy. The files are read directly (not through a cgroup library's
-// statistics types): that library's package initialisation (protobuf)
-// cost every warden process, a container's init included.
-func v1Dir(controller, path string) (string, error) {
-	mnt, err := cgroups.FindCgroupMountpoint("", controller)
+// memoryOnly limits cgroup1 to the memory hierarchy: reading every
+// controller's stats is slow and not needed here.
+func memoryOnly() ([]cgroup1.Subsystem, error) {
+	all, err := cgroup1.Default()
 	if err != nil {
-		return "", fmt.Errorf("no %s cgroup controller: %w", controller, err)
+		return nil, err
 	}
-	return filepath.Join(mnt, path), nil
+	for _, s := range all {
+		if s.Name() == cgroup1.Memory {
+			return []cgroup1.Subsystem{s}, nil
+		}
+	}
+	return nil, fmt.Errorf("no memory cgroup controller")
 }
 
 // Usage is what a session's cgroup uses: memory charged to it now (bytes)
 // and CPU time its processes used so far (nanoseconds).
 func (s *Session) Usage() (memory, cpu uint64, err error) {
 	path := s.rt.cgroupPath(s.ContainerID())
-	if cgroups.IsCgroup2UnifiedMode() {
-		dir := filepath.Join(unifiedRoot, path)
-		if memory, err = fscommon.GetCgroupParamUint(dir, "memory.current"); err != nil {
-			return 0, 0, fmt.Errorf("cgroup %s: no memory statistics: %w", path, err)
-		}
-		usec, err := fscommon.GetValueByKey(dir, "cpu.stat", "usage_usec")
+	if cgroups.Mode() == cgroups.Unified {
+		m, err := cgroup2.Load(path)
 		if err != nil {
-			return 0, 0, fmt.Errorf("cgroup %s: no cpu statistics: %w", path, err)
+			return 0, 0, err
 		}
-		return memory, usec * 1000, nil
+		st, err := m.Stat()
+		if err != nil {
+			return 0, 0, err
+		}
+		if st.Memory == nil || st.CPU == nil {
+			return 0, 0, fmt.Errorf("cgroup %s: no memory or cpu statistics", path)
+		}
+		return st.Memory.Usage, st.CPU.UsageUsec * 1000, nil
 	}
-	memDir, err := v1Dir("memory", path)
+	c, err := cgroup1.Load(cgroup1.StaticPath(path), cgroup1.WithHierarchy(memoryAndCPU))
 	if err != nil {
 		return 0, 0, err
 	}
-	cpuDir, err := v1Dir("cpuacct", path)
+	st, err := c.Stat(cgroup1.IgnoreNotExist)
 	if err != nil {
 		return 0, 0, err
 	}
-	if memory, err = fscommon.GetCgroupParamUint(memDir, "memory.usage_in_bytes"); err != nil {
-		return 0, 0, fmt.Errorf("cgroup %s: no memory statistics: %w", path, err)
+	if st.Memory == nil || st.Memory.Usage == nil || st.CPU == nil || st.CPU.Usage == nil {
+		return 0, 0, fmt.Errorf("cgroup %s: no memory or cpuacct statistics", path)
 	}
-	if cpu, err = fscommon.GetCgroupParamUint(cpuDir, "cpuacct.usage"); err != nil {
-		return 0, 0, fmt.Errorf("cgroup %s: no cpuacct statistics: %w", path, err)
+	return st.Memory.Usage.Usage, st.CPU.Usage.Total, nil
+}
+
+// memoryAndCPU limits cgroup1 to the memory and cpuacct hierarchies.
+func memoryAndCPU() ([]cgroup1.Subsystem, error) {
+	all, err := cgroup1.Default()
+	if err != nil {
+		return nil, err
 	}
-	return memory, cpu, nil
+	var out []cgroup1.Subsystem
+	for _, s := range all {
+		if s.Name() == cgroup1.Memory || s.Name() == cgroup1.Cpuacct {
+			out = append(out, s)
+		}
+	}
+	if len(out) != 2 {
+		return nil, fmt.Errorf("no memory or cpuacct cgroup controller")
+	}
+	return out, nil
 }
 
 // sawOOM reports whether the OOM killer struck since the last call.
