@@ -214,6 +214,8 @@ type Session struct {
 	// policy: a client that sends it with every command (the Go client)
 	// is not parsed again each time.
 	samePolicy atomic.Pointer[string]
+	// initID is the sandbox's init, once read (initProcess).
+	initID atomic.Pointer[processID]
 }
 
 // Policy is the session's policy.
