@@ -618,7 +618,7 @@ func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ 
 		rt: rt, home: dir, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: cs.bundle.Spec.Process.Env,
 		container: pc.container, lastUsed: time.Now(), Commands: commandsOf(cs.bundle),
 	}
-	if err := s.save(); err != nil {
+	if err := s.saveSynced(!cfg.OneShot); err != nil {
 		return nil, err
 	}
 	if err := os.Mkdir(filepath.Join(dir, "late"), 0o755); err != nil {
