@@ -284,15 +284,35 @@ func openStdio(cmd Cmd) (*stdio, error) {
 	return st, nil
 }
 
-// devNull adds /dev/null as the next descriptor.
+// devNull adds /dev/null as the next descriptor: one opened once for
+// every call (the daemon gets its own copy of what is passed).
 func (st *stdio) devNull() error {
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	null, err := sharedDevNull()
 	if err != nil {
 		return err
 	}
-	st.far = append(st.far, null)
 	st.fds = append(st.fds, int(null.Fd()))
 	return nil
+}
+
+var devNullFile struct {
+	sync.Mutex
+	f *os.File
+}
+
+// sharedDevNull opens /dev/null on first use; a failure (out of
+// descriptors) is tried again by the next call.
+func sharedDevNull() (*os.File, error) {
+	devNullFile.Lock()
+	defer devNullFile.Unlock()
+	if devNullFile.f == nil {
+		f, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			return nil, err
+		}
+		devNullFile.f = f
+	}
+	return devNullFile.f, nil
 }
 
 // passed closes our copies of the descriptors the daemon now holds, so

@@ -138,8 +138,7 @@ func parseRights(oob []byte) ([]*os.File, error) {
 		if err != nil {
 			continue
 		}
-		for _, fd := range fds {
-			unix.CloseOnExec(fd)
+		for _, fd := range fds { // close-on-exec already: MSG_CMSG_CLOEXEC
 			files = append(files, os.NewFile(uintptr(fd), "passed"))
 		}
 	}
