@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -101,6 +102,12 @@ func (s *Session) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	s.mu.Unlock()
 	req := protocol.Request{V: protocol.Version, Op: "exec", ID: s.ID, Create: create, Exec: &protocol.ExecRequest{
 		Argv: argv, Env: cmd.Env, CallerEnv: protocol.UTF8Env(os.Environ()), Cwd: cmd.Cwd, Timeout: cmd.Timeout}}
+	// Marshalled before connecting: the daemon reads it as soon as it
+	// takes the connection, without waiting for it.
+	data, err := json.Marshal(req)
+	if err != nil {
+		return Result{}, err
+	}
 	st, err := openStdio(cmd)
 	if err != nil {
 		return Result{}, err
@@ -112,7 +119,7 @@ func (s *Session) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	// closes them in the end).
 	deadline := time.Now().Add(protocol.ResendFor)
 	for {
-		res, unheard, err := s.execOnce(ctx, req, st)
+		res, unheard, err := s.execOnce(ctx, data, st)
 		if !unheard || time.Now().After(deadline) {
 			return res, err
 		}
@@ -125,7 +132,7 @@ func (s *Session) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 }
 
 // execOnce is one attempt of Exec; unheard says the daemon never read req.
-func (s *Session) execOnce(ctx context.Context, req protocol.Request, st *stdio) (_ Result, unheard bool, _ error) {
+func (s *Session) execOnce(ctx context.Context, req []byte, st *stdio) (_ Result, unheard bool, _ error) {
 	conn, err := s.c.dialer().Connect(ctx, nil)
 	if err != nil {
 		return Result{}, false, err
@@ -135,7 +142,7 @@ func (s *Session) execOnce(ctx context.Context, req protocol.Request, st *stdio)
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
-	if err := wire.Send(conn, req, st.fds...); err != nil {
+	if err := wire.SendData(conn, req, st.fds...); err != nil {
 		if ctx.Err() != nil {
 			return Result{}, false, ctx.Err()
 		}
