@@ -145,7 +145,8 @@ func parseRights(oob []byte) ([]*os.File, error) {
 		if err != nil {
 			continue
 		}
-		for _, fd := range fds { // close-on-exec already: MSG_CMSG_CLOEXEC
+		for _, fd := range fds {
+			unix.CloseOnExec(fd)
 			files = append(files, os.NewFile(uintptr(fd), "passed"))
 		}
 	}
