@@ -472,7 +472,6 @@ struct child {
 	char *const *argv, *const *env;
 	int fds[3], tty;
 	int memfd; /* >= 0: run this ruled program's copy (AnnotationCommands) */
-	int clean; /* a ruled program: no loader variables (loader_clean) */
 };
 
 /* How long a command's process may take to reach its execve. */
@@ -488,8 +487,10 @@ struct spawn_error {
 /* loader_clean leaves out of env what would load code the sandbox wrote
  * into a ruled program's process (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH,
  * GCONV_PATH, ...), where it could read the program's bytes out of its
- * own memory. Run in the child: a fork of one thread, free to allocate. */
-static char *const *loader_clean(char *const *env)
+ * own memory. Run in the agent before the command's process is made:
+ * that one shares the agent's memory until its execve (spawn), and must
+ * not allocate. NULL when out of memory. */
+static char **loader_clean(char *const *env)
 {
 	static const char *const unsafe[] = {"LD_", "GCONV_PATH=", "GLIBC_TUNABLES=", "MALLOC_TRACE="};
 	int n = 0;
@@ -497,7 +498,7 @@ static char *const *loader_clean(char *const *env)
 		n++;
 	char **out = calloc((size_t)n + 1, sizeof *out);
 	if (!out)
-		_exit(127);
+		return NULL;
 	int k = 0;
 	for (int i = 0; i < n; i++) {
 		int drop = 0;
@@ -541,9 +542,9 @@ static void child_main(const struct child *c, int errfd)
 	if (c->tty && ioctl(0, TIOCSCTTY, 1) < 0)
 		goto fail;
 	if (c->memfd >= 0)
-		syscall(SYS_execveat, c->memfd, "", c->argv, loader_clean(c->env), AT_EMPTY_PATH);
+		syscall(SYS_execveat, c->memfd, "", c->argv, c->env, AT_EMPTY_PATH);
 	else
-		execve(c->path, c->argv, c->clean ? loader_clean(c->env) : c->env);
+		execve(c->path, c->argv, c->env);
 fail:
 	e.err = errno;
 	if (write(errfd, &e, sizeof e) < 0)
@@ -563,16 +564,20 @@ static int clone_main(void *arg)
 	return 127;
 }
 
-/* Under gVisor a fork copies the agent's address space in gVisor's own
- * kernel, a few milliseconds; a child that shares it (CLONE_VM, on a stack
- * of its own) until its execve costs a fraction of that. The agent waits
- * for that execve without touching memory the child uses (its signals are
- * blocked meanwhile, so no handler runs and errno stays the child's), and
- * does not wait with it as a vfork parent would: a child stopped before its
- * execve is killed at the deadline, and its stack is then left to it. */
+/* A fork copies the agent's address space: its page tables here (~0.1 ms
+ * of every command, and copy-on-write faults after), a few milliseconds in
+ * gVisor's own kernel. A child that shares it (CLONE_VM, on a stack of its
+ * own) until its execve costs a fraction of that. The agent waits for that
+ * execve without touching memory the child uses (its signals are blocked
+ * meanwhile, so no handler runs and errno stays the child's; the child
+ * allocates nothing, so no lock of the allocator is held by it), and does
+ * not wait with it as a vfork parent would: a child stopped before its
+ * execve is killed at the deadline, and its stack is then left to it. The
+ * child is no more exposed than the agent: both are one non-dumpable
+ * memory (PR_SET_DUMPABLE is the memory's), the same user, the same
+ * filters. */
 #define SPAWN_STACK (256 << 10)
 static char *spawn_stack;
-static int spawn_shares_vm; /* --gvisor */
 
 /* spawn forks a command and waits until it has run execve: 0, or the
  * errno it failed with (*in_cwd set when changing to the working folder
@@ -588,7 +593,8 @@ static int spawn(const struct child *c, pid_t *pid, int *stopped, int *in_cwd)
 	sigset_t all, old;
 	/* read by the child while this waits: it lives as long as the wait */
 	struct spawn_arg a = {.c = c, .errfd = ep[1]};
-	int shared = spawn_shares_vm && (spawn_stack || (spawn_stack = malloc(SPAWN_STACK)));
+	/* without memory for the stack, a fork */
+	int shared = spawn_stack || (spawn_stack = malloc(SPAWN_STACK));
 	if (shared) {
 		sigfillset(&all);
 		sigprocmask(SIG_BLOCK, &all, &old);
@@ -731,13 +737,28 @@ static pid_t start_ruled(const struct agent_config *cfg, struct request *r, cons
 	}
 	static char *const no_env[] = {NULL};
 	struct child c = {.path = path, .cwd = r->cwd && *r->cwd ? r->cwd : "/", .argv = argv,
-			  .env = r->env.n ? r->env.v : no_env, .tty = r->tty, .memfd = memfd, .clean = script != NULL};
+			  .env = r->env.n ? r->env.v : no_env, .tty = r->tty, .memfd = memfd};
+	/* a ruled program's copy and a script's interpreter get no loader
+	 * variables; cleaned here, since the child must not allocate */
+	char **clean = NULL;
+	if ((memfd >= 0 || script) && !(clean = loader_clean(c.env))) {
+		set_error(ev, 125, "out of memory", NULL, NULL);
+		free(path);
+		if (argv != r->argv.v)
+			free(argv);
+		return 0;
+	}
+	if (clean)
+		c.env = clean;
 	int slave = -1;
 	if (r->tty) {
 		char text[128];
 		if (open_pty(r->rows, r->cols, master, &slave) < 0) {
 			set_error(ev, 125, "terminal: ", go_error(errno, text, sizeof text), NULL);
 			free(path);
+			free(clean);
+			if (argv != r->argv.v)
+				free(argv);
 			return 0;
 		}
 		c.fds[0] = c.fds[1] = c.fds[2] = slave;
@@ -747,6 +768,9 @@ static pid_t start_ruled(const struct agent_config *cfg, struct request *r, cons
 			snprintf(text, sizeof text, "want stdin, stdout and stderr, got %d descriptors", nfds);
 			set_error(ev, 125, text, NULL, NULL);
 			free(path);
+			free(clean);
+			if (argv != r->argv.v)
+				free(argv);
 			return 0;
 		}
 		memcpy(c.fds, fds, sizeof c.fds);
@@ -756,6 +780,10 @@ static pid_t start_ruled(const struct agent_config *cfg, struct request *r, cons
 	int err = spawn(&c, &pid, &stopped, &in_cwd);
 	if (slave >= 0)
 		close(slave);
+	/* a child killed at the deadline may still be reading it: left to it,
+	 * as its stack is */
+	if (!stopped)
+		free(clean);
 	if (err || stopped) {
 		/* a child that failed before execve is reaped with the others */
 		if (*master >= 0)
@@ -2085,7 +2113,7 @@ static void parse_flags(int argc, char **argv)
 			continue;
 		}
 		if (!strcmp(name, "gvisor") && !value) {
-			agent.gvisor = spawn_shares_vm = 1;
+			agent.gvisor = 1;
 			continue;
 		}
 		if (strcmp(name, "exec-allow") && strcmp(name, "writable") && strcmp(name, "exec-dirs") &&

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -177,9 +178,15 @@ func (s *Session) prepare(op string, cmd Cmd) (protocol.Request, *stdio, error) 
 // answered, the descriptors stay ours to send again (finish closes them
 // in the end).
 func (s *Session) send(ctx context.Context, req protocol.Request, st *stdio) (Result, error) {
+	// Marshalled before connecting: the daemon reads it as soon as it
+	// takes the connection, without waiting for it.
+	data, err := json.Marshal(req)
+	if err != nil {
+		return Result{}, err
+	}
 	deadline := time.Now().Add(protocol.ResendFor)
 	for {
-		res, unheard, err := s.execOnce(ctx, req, st)
+		res, unheard, err := s.execOnce(ctx, data, st)
 		if !unheard || time.Now().After(deadline) {
 			return res, err
 		}
@@ -192,7 +199,7 @@ func (s *Session) send(ctx context.Context, req protocol.Request, st *stdio) (Re
 }
 
 // execOnce is one attempt of Exec; unheard says the daemon never read req.
-func (s *Session) execOnce(ctx context.Context, req protocol.Request, st *stdio) (_ Result, unheard bool, _ error) {
+func (s *Session) execOnce(ctx context.Context, req []byte, st *stdio) (_ Result, unheard bool, _ error) {
 	conn, err := s.c.dialer().Connect(ctx, nil)
 	if err != nil {
 		return Result{}, false, err
@@ -202,7 +209,7 @@ func (s *Session) execOnce(ctx context.Context, req protocol.Request, st *stdio)
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
-	if err := wire.Send(conn, req, st.fds...); err != nil {
+	if err := wire.SendData(conn, req, st.fds...); err != nil {
 		if ctx.Err() != nil {
 			return Result{}, false, ctx.Err()
 		}
@@ -353,15 +360,35 @@ func openStdio(cmd Cmd) (*stdio, error) {
 	return st, nil
 }
 
-// devNull adds /dev/null as the next descriptor.
+// devNull adds /dev/null as the next descriptor: one opened once for
+// every call (the daemon gets its own copy of what is passed).
 func (st *stdio) devNull() error {
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	null, err := sharedDevNull()
 	if err != nil {
 		return err
 	}
-	st.far = append(st.far, null)
 	st.fds = append(st.fds, int(null.Fd()))
 	return nil
+}
+
+var devNullFile struct {
+	sync.Mutex
+	f *os.File
+}
+
+// sharedDevNull opens /dev/null on first use; a failure (out of
+// descriptors) is tried again by the next call.
+func sharedDevNull() (*os.File, error) {
+	devNullFile.Lock()
+	defer devNullFile.Unlock()
+	if devNullFile.f == nil {
+		f, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			return nil, err
+		}
+		devNullFile.f = f
+	}
+	return devNullFile.f, nil
 }
 
 // passed closes our copies of the descriptors the daemon now holds, so

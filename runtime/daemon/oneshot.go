@@ -104,7 +104,7 @@ func (d *Daemon) claimOneShot(id string, c *createRequest) (*daemonSession, erro
 	if err := checkVars(c.Vars); err != nil {
 		return nil, notPooled("%v", err)
 	}
-	cfg := sandbox.SessionConfig{ID: id, Policy: p, Vars: c.Vars}
+	cfg := sandbox.SessionConfig{ID: id, Policy: p, Vars: c.Vars, OneShot: true}
 	defer d.rt.Changing()()
 	d.mu.Lock()
 	_, taken := d.sessions[id]

@@ -150,3 +150,51 @@ func TestAuditAfterTornLine(t *testing.T) {
 		}
 	}
 }
+
+// The room reserved for running commands' records stays allocated past
+// the log's end after every line, whether the line needed a fallocate or
+// fell in a block the log had allocated already; also after the file was
+// truncated (rotated) behind the log's back.
+func TestAuditRoomKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	a, err := OpenAuditLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	check := func(when string) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Blocks*512 < st.Size+a.reserved {
+			t.Fatalf("%s: %d bytes allocated for a %d-byte log with %d reserved", when, st.Blocks*512, st.Size, a.reserved)
+		}
+	}
+	rec := AuditRecord{Event: "exec", Session: "s", Policy: "p", Argv: []string{"/bin/true"}, Cwd: "/workspace"}
+	var held []int64
+	for i := 0; i < 200; i++ {
+		if i == 100 {
+			if err := os.Truncate(path, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := a.reserve(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, n)
+		check("after a reserve")
+		if err := a.Write(AuditRecord{Event: "exec.start", Session: "s", Argv: rec.Argv}); err != nil {
+			t.Fatal(err)
+		}
+		check("after a start line")
+		if i%3 != 0 { // some commands run on while later ones start
+			a.Write(rec)
+			check("after an exec line")
+			a.release(held[0])
+			held = held[1:]
+		}
+	}
+}

@@ -305,21 +305,14 @@ func (rt *Runtime) checkStateRoot(b *spec.Bundle, bundleDir string, pooled bool)
 // spec mounts them. The engine is part of the key: a gVisor policy's
 // session never takes a container's sandbox, nor the reverse.
 func poolView(b *spec.Bundle, bundleDir string, engine policies.Engine) (key string, late []specs.Mount, err error) {
-	var sp specs.Spec
-	data, err := json.Marshal(b.Spec)
-	if err != nil {
-		return "", nil, err
-	}
-	if err := json.Unmarshal(data, &sp); err != nil {
-		return "", nil, err
-	}
+	sp := viewCopy(b.Spec)
 	sp.Mounts, late = splitLate(sp.Mounts)
 	if sp.Linux != nil {
 		sp.Linux.CgroupsPath = ""
 	}
 	// Every pooled sandbox has a uid of its own; a claim moves the
 	// session's mounts to it.
-	spec.Reidentify(&sp, spec.SpecIdentity(&sp), spec.DefaultIdentity)
+	spec.Reidentify(sp, spec.SpecIdentity(sp), spec.DefaultIdentity)
 	if engine != policies.EngineGVisor {
 		engine = "" // the container engine's keys are those of before engines
 	}
@@ -327,7 +320,7 @@ func poolView(b *spec.Bundle, bundleDir string, engine policies.Engine) (key str
 		Engine policies.Engine `json:",omitempty"`
 		Spec   *specs.Spec
 		Rootfs []spec.Entry
-	}{engine, &sp, b.Rootfs})
+	}{engine, sp, b.Rootfs})
 	if err != nil {
 		return "", nil, err
 	}
@@ -335,6 +328,25 @@ func poolView(b *spec.Bundle, bundleDir string, engine policies.Engine) (key str
 	text = maskNumber.ReplaceAllString(text, "/masks/N")
 	sum := sha256.Sum256([]byte(text))
 	return hex.EncodeToString(sum[:12]), late, nil
+}
+
+// viewCopy copies what poolView changes of a spec (the mounts, the
+// cgroup path, the uid and gid mappings) and shares the rest. A copy
+// through JSON was most of a claim's spec work (~0.6 ms of a warm
+// one-shot run's ~2 ms).
+func viewCopy(s *specs.Spec) *specs.Spec {
+	sp := *s
+	sp.Mounts = slices.Clone(s.Mounts)
+	for i := range sp.Mounts {
+		m := &sp.Mounts[i]
+		m.UIDMappings, m.GIDMappings = slices.Clone(m.UIDMappings), slices.Clone(m.GIDMappings)
+	}
+	if s.Linux != nil {
+		l := *s.Linux
+		l.UIDMappings, l.GIDMappings = slices.Clone(l.UIDMappings), slices.Clone(l.GIDMappings)
+		sp.Linux = &l
+	}
+	return &sp
 }
 
 // PoolKey is the key of the containers a pool keeps for a policy, its
@@ -618,7 +630,7 @@ func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ 
 		rt: rt, home: dir, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: cs.bundle.Spec.Process.Env,
 		container: pc.container, lastUsed: time.Now(), Commands: commandsOf(cs.bundle),
 	}
-	if err := s.save(); err != nil {
+	if err := s.saveSynced(!cfg.OneShot); err != nil {
 		return nil, err
 	}
 	if err := os.Mkdir(filepath.Join(dir, "late"), 0o755); err != nil {

@@ -1,6 +1,9 @@
 package sandbox
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
@@ -10,6 +13,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/warden-sandbox/warden/policies"
+	"github.com/warden-sandbox/warden/spec"
 )
 
 // TestPoolView: the key of a session's sandbox does not depend on which
@@ -77,6 +81,61 @@ deny = ["$WORK_DIR/secret"]
 	other := view(parse(strings.Replace(policy, `name = "v"`, "name = \"v\"\n[limits]\npids = 7", 1)), ws1, data, "c")
 	if other.key == a.key {
 		t.Errorf("two policies share a key")
+	}
+}
+
+// TestPoolViewKeyStable: the key is the one pools had before poolView
+// stopped copying the spec through JSON (a daemon of either kind takes
+// the other's pooled containers), and computing it changes nothing of
+// the session's spec, uid mappings included.
+func TestPoolViewKeyStable(t *testing.T) {
+	rt := &Runtime{Root: t.TempDir(), Binary: "/usr/local/bin/warden"}
+	shared := t.TempDir() // written by every session: an early id-mapped mount
+	p, err := policies.Parse("p.toml", []byte("name = \"v\"\n[fs]\nwrite = [\"$WORK_DIR\", \""+shared+"\"]\nread = [\"$DATA_DIR\"]\n[exec]\nallow = [\"sh\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundleDir := filepath.Join(rt.Root, "sessions", "s", "late")
+	b, err := rt.sessionSpec(p, policies.Vars{WorkDir: t.TempDir(), DataDir: t.TempDir(), SkillDir: "/nonexistent"}, spec.Identity{UID: 3000123, GID: 3000123}, "s", bundleDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := json.Marshal(b.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, late, err := poolView(b, bundleDir, p.Sandbox.Engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := json.Marshal(b.Spec); string(after) != string(before) {
+		t.Errorf("poolView changed the session's spec")
+	}
+	// The key as computed through a JSON copy of the spec.
+	var sp specs.Spec
+	if err := json.Unmarshal(before, &sp); err != nil {
+		t.Fatal(err)
+	}
+	sp.Mounts, _ = splitLate(sp.Mounts)
+	sp.Linux.CgroupsPath = ""
+	spec.Reidentify(&sp, spec.SpecIdentity(&sp), spec.DefaultIdentity)
+	view, err := json.Marshal(struct {
+		Engine policies.Engine `json:",omitempty"`
+		Spec   *specs.Spec
+		Rootfs []spec.Entry
+	}{"", &sp, b.Rootfs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := maskNumber.ReplaceAllString(strings.ReplaceAll(string(view), bundleDir, "$BUNDLE"), "/masks/N")
+	sum := sha256.Sum256([]byte(text))
+	if want := hex.EncodeToString(sum[:12]); key != want {
+		t.Errorf("key %s, through a JSON copy %s", key, want)
+	}
+	for _, m := range late {
+		if m.Destination == "/workspace" && (len(m.UIDMappings) != 1 || m.UIDMappings[0].HostID != 3000123) {
+			t.Errorf("the late workspace mount lost the session's mapping: %+v", m)
+		}
 	}
 }
 

@@ -81,24 +81,47 @@ func (s *Session) describeMounted(f sessionFolder, id hostfs.FileID) string {
 
 // agentRoot opens the root folder of the session's running sandbox. The
 // init's pid could die and be reused between reading the state and the
-// open, so the state must still name the same process afterwards.
+// open, so the pid must still be that process (its start time) afterwards.
 func (s *Session) agentRoot() (root, pid int, ok bool) {
-	if s.container == nil {
+	pid, start, ok := s.initProcess()
+	if !ok {
 		return -1, 0, false
 	}
-	pid, start, err := s.container.init()
-	if err != nil || pid <= 0 {
-		return -1, 0, false
-	}
-	root, err = unix.Open(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := unix.Open(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, 0, false
 	}
-	if pid2, start2, err := s.container.init(); err != nil || pid2 != pid || start2 != start {
+	if now, err := processStart(pid); err != nil || now != start {
 		unix.Close(root)
 		return -1, 0, false
 	}
 	return root, pid, true
+}
+
+// initProcess is the pid and start time of the sandbox's init, which
+// never change while it runs: read from the engine's state once (a
+// libcontainer State() costs ~0.1 ms, and CheckSame runs on every exec
+// of a client that sends its policy along), then remembered.
+func (s *Session) initProcess() (pid int, start uint64, ok bool) {
+	if id := s.initID.Load(); id != nil {
+		return id.pid, id.start, true
+	}
+	if s.container == nil {
+		return 0, 0, false
+	}
+	pid, start, err := s.container.init()
+	if err != nil || pid <= 0 {
+		return 0, 0, false
+	}
+	s.initID.Store(&processID{pid, start})
+	return pid, start, true
+}
+
+// processID names one process for good: a pid is reused, a pid with its
+// start time is not.
+type processID struct {
+	pid   int
+	start uint64
 }
 
 // mountedFolder is the identity of the folder a bind mount shows at

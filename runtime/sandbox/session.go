@@ -164,6 +164,12 @@ type SessionConfig struct {
 	Policy   *policies.Policy
 	Vars     policies.Vars
 	Identity spec.Identity // zero: spec.DefaultIdentity
+	// OneShot is a sandbox claimed from a pool for one command and
+	// discarded after it (warden do through the daemon). Its state file
+	// is not synced: a host crash ends the sandbox it describes, the
+	// daemon removes it right after the command, and a sync (~3 ms here)
+	// would be most of the claim.
+	OneShot bool
 }
 
 // Session is one warm sandbox: a container whose PID 1 is warden's agent,
@@ -214,6 +220,8 @@ type Session struct {
 	// policy: a client that sends it with every command (the Go client)
 	// is not parsed again each time.
 	samePolicy atomic.Pointer[string]
+	// initID is the sandbox's init, once read (initProcess).
+	initID atomic.Pointer[processID]
 }
 
 // Policy is the session's policy.
@@ -412,12 +420,14 @@ func agentArgs(s *specs.Spec) []string {
 	return args
 }
 
-func (s *Session) save() error {
+func (s *Session) save() error { return s.saveSynced(true) }
+
+func (s *Session) saveSynced(sync bool) error {
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	return WriteStateFile(filepath.Join(s.dir(), "session.json"), data)
+	return writeStateFile(filepath.Join(s.dir(), "session.json"), data, sync)
 }
 
 // ContainerID is the session's libcontainer id.

@@ -50,6 +50,14 @@ func ReadStateFile(path string) ([]byte, error) {
 // the old file or the new one, never half of one, and the caller hears
 // when the new one was not written.
 func WriteStateFile(path string, data []byte) error {
+	return writeStateFile(path, data, true)
+}
+
+// writeStateFile is WriteStateFile; without sync the file and its folder
+// are not synced, which still leaves the old file or the new one after a
+// crash of warden (the rename is atomic), though not after one of the
+// host. For state that describes nothing a host crash would leave running.
+func writeStateFile(path string, data []byte, sync bool) error {
 	tmp := path + ".tmp"
 	os.Remove(tmp) // a crashed save's; O_EXCL then never opens a FIFO
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
@@ -57,7 +65,7 @@ func WriteStateFile(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -69,6 +77,9 @@ func WriteStateFile(path string, data []byte) error {
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if !sync {
+		return nil
 	}
 	if d, err := os.Open(filepath.Dir(path)); err == nil {
 		d.Sync()

@@ -30,6 +30,13 @@ func Send(conn *net.UnixConn, v any, fds ...int) error {
 	if err != nil {
 		return err
 	}
+	return SendData(conn, data, fds...)
+}
+
+// SendData writes data, a message marshalled before (so that it follows
+// the connect at once and the peer's first read finds it), with fds
+// attached.
+func SendData(conn *net.UnixConn, data []byte, fds ...int) error {
 	if len(data) > MaxMessage {
 		return ErrMessageTooLarge
 	}
