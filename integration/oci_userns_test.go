@@ -1,0 +1,159 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Under a policy a container whose config has no user namespace gets one
+// (runtime/oci/userns.go): inside, its root still does what an image's
+// root needs (its files are root's, runc makes missing mountpoints in the
+// image as root on disk, chown within its ids works, with CAP_CHOWN); from the host its
+// processes run as an unprivileged uid of its own, a write through a
+// (mistaken) write grant lands as that uid, a root-only host file stays
+// unreadable, and the host is as before once it is deleted.
+func TestOCIPolicyUserNamespace(t *testing.T) {
+	o := newOCIEnv(t)
+	open, closed, secret := tempDir(t), tempDir(t), tempDir(t)
+	if err := os.Chmod(open, 0o1777); err != nil { // a grant anyone may write
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secret, "shadow"), []byte("root only\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policy := filepath.Join(tempDir(t), "p.toml")
+	text := fmt.Sprintf("name = \"p\"\n[fs]\nwrite = [%q, %q]\nread = [%q]\n", open, closed, secret)
+	if err := os.WriteFile(policy, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.Join([]string{
+		"id -u; id -g",
+		"ls -ln /bin/busybox",
+		"echo w > /open/f && echo open-written",
+		"echo w > /closed/f || echo closed-refused",
+		"cat /secret/shadow || echo secret-refused",
+		"echo x > /tmp/x && chown 1000:1000 /tmp/x && ls -ln /tmp/x",
+		"chown 70000 /tmp/x || echo unmapped-refused",
+		"sleep 300",
+	}, "; ")
+	id := "userns-" + randomHex(4)
+	bundle := busyboxBundle(t, id, func(s *specs.Spec) {
+		s.Process.Args = []string{"sh", "-c", script}
+		c := s.Process.Capabilities
+		c.Bounding, c.Effective, c.Permitted = append(c.Bounding, "CAP_CHOWN"), append(c.Effective, "CAP_CHOWN"), append(c.Permitted, "CAP_CHOWN")
+		s.Mounts = append(s.Mounts,
+			specs.Mount{Destination: "/open", Type: "bind", Source: open, Options: []string{"rbind", "rw"}},
+			specs.Mount{Destination: "/closed", Type: "bind", Source: closed, Options: []string{"rbind", "rw"}},
+			// No such folder in the image: runc makes it in the root
+			// file system, as the container's root.
+			specs.Mount{Destination: "/secret", Type: "bind", Source: secret, Options: []string{"rbind", "ro"}})
+	})
+	rootfs := filepath.Join(bundle, "rootfs")
+	out := filepath.Join(tempDir(t), "out")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Detached, the container writes to warden's stdout: a file here.
+	cmd := exec.Command(wardenBinary, "--root", o.root, "--policy", policy, "--cap-allow", "CAP_CHOWN", "run", "-d", "--bundle", bundle, id)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Run(); err != nil {
+		data, _ := os.ReadFile(out)
+		t.Fatalf("run under policy: %v %s", err, data)
+	}
+	waitFor(t, 10*time.Second, "the container's script", func() bool {
+		data, _ := os.ReadFile(out)
+		return strings.Contains(string(data), "unmapped-refused")
+	})
+	data, _ := os.ReadFile(out)
+	got := string(data)
+	for _, want := range []string{"0\n0\n", " 0        0 ", "open-written", "closed-refused", "secret-refused", " 1000     1000 ", "unmapped-refused"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("inside: want %q in:\n%s", want, got)
+		}
+	}
+	// From the host: an unprivileged uid and gid, holding only CAP_CHOWN,
+	// which counts in its own user namespace only.
+	pid := o.state(t, id).Pid
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := field(string(status), "Uid:")
+	if len(uid) != 4 || uid[0] != uid[3] || uid[0] == "0" {
+		t.Fatalf("host uid of the container's root: %v", uid)
+	}
+	hostUID, _ := strconv.Atoi(uid[0])
+	if hostUID < 3_145_728 || field(string(status), "Gid:")[0] != uid[0] || field(string(status), "CapEff:")[0] != "0000000000000001" {
+		t.Fatalf("host identity: %s", status)
+	}
+	// The write through the grant belongs to that uid on the host; the
+	// folder only root may write is unchanged.
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(open, "f"), &st); err != nil || int(st.Uid) != hostUID || int(st.Gid) != hostUID {
+		t.Fatalf("the grant's file on the host: %v uid %d gid %d, want %d", err, st.Uid, st.Gid, hostUID)
+	}
+	if _, err := os.Stat(filepath.Join(closed, "f")); err == nil {
+		t.Fatal("a root-only grant was written")
+	}
+	// The mountpoint runc made in the image is root's on disk.
+	if err := syscall.Stat(filepath.Join(rootfs, "secret"), &st); err != nil || st.Uid != 0 || st.Gid != 0 {
+		t.Fatalf("mountpoint made in the image: %v uid %d gid %d, want root's", err, st.Uid, st.Gid)
+	}
+	// A second container gets other ids.
+	id2 := "userns-" + randomHex(4)
+	if r := o.warden(t, "--policy", policy, "run", "-d", "--bundle", busyboxBundle(t, id2, nil), id2); r.Exit != 0 {
+		t.Fatalf("second container: %s", r.Stderr)
+	}
+	status2, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", o.state(t, id2).Pid))
+	if u2 := field(string(status2), "Uid:"); len(u2) == 0 || u2[0] == uid[0] || u2[0] == "0" {
+		t.Fatalf("second container's host uid %v (first %s)", u2, uid[0])
+	}
+	// Without a policy the container runs as configured (runc's way).
+	id3 := "plain-" + randomHex(4)
+	if r := o.warden(t, "run", "-d", "--bundle", busyboxBundle(t, id3, nil), id3); r.Exit != 0 {
+		t.Fatalf("without a policy: %s", r.Stderr)
+	}
+	status3, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", o.state(t, id3).Pid))
+	if u3 := field(string(status3), "Uid:"); len(u3) == 0 || u3[0] != "0" {
+		t.Fatalf("without a policy the container's root is host root, got %v", u3)
+	}
+	// Deleted, nothing of its user namespace is left: no lease, no mount.
+	for _, c := range []string{id, id2, id3} {
+		if r := o.warden(t, "delete", "--force", c); r.Exit != 0 {
+			t.Fatalf("delete %s: %s", c, r.Stderr)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(o.root, "userns")); len(ents) != 0 {
+		t.Errorf("user namespace leases left: %d", len(ents))
+	}
+	if ents, _ := os.ReadDir(filepath.Join(o.root, "idroot")); len(ents) != 0 {
+		t.Errorf("id-mapped roots left: %d", len(ents))
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), o.root) {
+		t.Errorf("mounts left under the state root:\n%s", mi)
+	}
+	if ents, _ := os.ReadDir(closed); len(ents) != 0 {
+		t.Errorf("the root-only grant changed: %d entries", len(ents))
+	}
+}
+
+// field returns the fields after a "Name:" line of a /proc status file.
+func field(status, name string) []string {
+	for _, l := range strings.Split(status, "\n") {
+		if rest, ok := strings.CutPrefix(l, name); ok {
+			return strings.Fields(rest)
+		}
+	}
+	return nil
+}

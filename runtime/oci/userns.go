@@ -1,0 +1,228 @@
+package oci
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/spec"
+)
+
+// A container under a policy whose config has no user namespace gets one:
+// its root is a block of unprivileged host ids of its own (uid and gid 0
+// -> the block's first, 65536 ids, as an image's users need), leased in
+// ROOT/userns/FIRST (a file naming the container, made with O_EXCL) so two
+// containers of one state root never share ids, and freed when it is
+// deleted. A container that joins a pod's or another container's
+// namespaces joins that one's user namespace instead, with its ids. The
+// image's root file system is mounted id-mapped (ROOT/idroot/ID), so its
+// files are still root's inside and what the container writes there is
+// root's on disk, as engines expect.
+const (
+	usernsFirst  = 3_145_728 // above the sessions' 3000000-3065536
+	usernsSize   = 65_536
+	usernsBlocks = 4_096
+)
+
+// UsernsRange is the host id range containers' user namespaces come from,
+// for messages and docs.
+var UsernsRange = fmt.Sprintf("%d-%d", usernsFirst, usernsFirst+usernsSize*usernsBlocks-1)
+
+func (o *Runtime) usernsDir() string          { return filepath.Join(o.Root, "userns") }
+func (o *Runtime) idRootDir(id string) string { return filepath.Join(o.Root, "idroot", id) }
+
+// usernsSetup is what one create made for its container's user
+// namespace, undone if the create fails.
+type usernsSetup struct {
+	*spec.UserNamespace
+	lease string // the id lease file it took, if any
+	root  string // the id-mapped root it mounted, if any
+}
+
+func (u *usernsSetup) undo() {
+	if u.root != "" {
+		unix.Unmount(u.root, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		os.Remove(u.root)
+	}
+	if u.lease != "" {
+		os.Remove(u.lease)
+	}
+}
+
+// planUserns chooses the user namespace a container under a policy gets
+// (spec.TightenOptions.UserNamespace): nil when its config has one of its
+// own, or when it joins namespaces of a container running without one
+// (its processes could not mount what they need there).
+func (o *Runtime) planUserns(id string, s *specs.Spec) (*usernsSetup, error) {
+	if s.Linux == nil {
+		return o.leaseUserns(id)
+	}
+	var join *usernsSetup
+	hostNet := false
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Type == specs.UserNamespace {
+			return nil, nil
+		}
+		if ns.Path == "" {
+			continue
+		}
+		if ns.Type == specs.NetworkNamespace {
+			hostNet = ownedByHostUserns(ns.Path)
+		}
+		owner, err := o.namespaceOwner(ns.Type, ns.Path)
+		if err != nil || owner.Container == "" {
+			continue // Tighten refuses it, or a pod sandbox's CNI namespace
+		}
+		c, err := libcontainer.Load(o.stateDir(), owner.Container)
+		if err != nil {
+			continue
+		}
+		cfg := c.Config()
+		st, err := c.State()
+		if err != nil || !cfg.Namespaces.Contains(configs.NEWUSER) {
+			logrus.Warnf("container %s joins a namespace of container %s, which has no user namespace: it runs without one", id, owner.Container)
+			return nil, nil
+		}
+		path := fmt.Sprintf("/proc/%d/ns/user", st.InitProcessPid)
+		if join != nil && !sameFile(join.Path, path) {
+			logrus.Warnf("container %s joins namespaces of containers in different user namespaces: it runs without one", id)
+			return nil, nil
+		}
+		join = &usernsSetup{UserNamespace: &spec.UserNamespace{Path: path, UIDMappings: specMappings(cfg.UIDMappings), GIDMappings: specMappings(cfg.GIDMappings)}}
+	}
+	if join == nil {
+		var err error
+		if join, err = o.leaseUserns(id); err != nil {
+			return nil, err
+		}
+	}
+	join.HostSysfs = hostNet
+	return join, nil
+}
+
+// leaseUserns takes a free block of host ids for container id.
+func (o *Runtime) leaseUserns(id string) (*usernsSetup, error) {
+	if err := os.MkdirAll(o.usernsDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("state root: %w", err)
+	}
+	start := rand.IntN(usernsBlocks) // another state root rarely picks the same
+	for i := range usernsBlocks {
+		first := uint32(usernsFirst + ((start+i)%usernsBlocks)*usernsSize)
+		f, err := os.OpenFile(filepath.Join(o.usernsDir(), strconv.FormatUint(uint64(first), 10)), os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err == nil {
+			_, err = f.WriteString(id)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			os.Remove(f.Name())
+			return nil, fmt.Errorf("user namespace id lease: %w", err)
+		}
+		m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: first, Size: usernsSize}}
+		return &usernsSetup{UserNamespace: &spec.UserNamespace{UIDMappings: m, GIDMappings: m}, lease: f.Name()}, nil
+	}
+	return nil, fmt.Errorf("all %d blocks of user namespace ids (%s) are leased in %s; delete containers, or remove the leases of containers that no longer exist", usernsBlocks, UsernsRange, o.usernsDir())
+}
+
+// idmapRoot mounts the container's root file system id-mapped with its
+// user namespace's ids at ROOT/idroot/ID and points root.path there.
+func (o *Runtime) idmapRoot(id string, s *specs.Spec, u *usernsSetup) error {
+	dir := o.idRootDir(id)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+		return fmt.Errorf("state root: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("state root: %w", err)
+	}
+	err := mountIDMapped(s.Root.Path, dir, u.UserNamespace)
+	if err != nil {
+		os.Remove(dir)
+		return fmt.Errorf("root.path %s: an id-mapped mount for the container's user namespace: %w", s.Root.Path, err)
+	}
+	s.Root.Path, u.root = dir, dir
+	return nil
+}
+
+func mountIDMapped(src, dst string, u *spec.UserNamespace) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(fd)
+	ns, err := sandbox.NewUserns(u.UIDMappings, u.GIDMappings)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd()), Propagation: unix.MS_PRIVATE}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("mount_setattr: %w", err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
+	}
+	return nil
+}
+
+// releaseUserns undoes what planUserns and idmapRoot made for container
+// id: the id-mapped root is unmounted and the id lease freed. Called once
+// the container's processes are gone.
+func (o *Runtime) releaseUserns(id string) {
+	dir := o.idRootDir(id)
+	if err := unix.Unmount(dir, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		logrus.Warnf("container %s: unmount %s: %v", id, dir, err)
+	}
+	os.Remove(dir)
+	entries, _ := os.ReadDir(o.usernsDir())
+	for _, e := range entries {
+		path := filepath.Join(o.usernsDir(), e.Name())
+		if data, err := os.ReadFile(path); err == nil && string(data) == id {
+			os.Remove(path)
+		}
+	}
+}
+
+// ownedByHostUserns reports whether the namespace at path belongs to
+// warden's own (the host's) user namespace.
+func ownedByHostUserns(path string) bool {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	owner, err := unix.IoctlRetInt(fd, unix.NS_GET_USERNS)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(owner)
+	var a, b unix.Stat_t
+	return unix.Fstat(owner, &a) == nil && unix.Stat("/proc/self/ns/user", &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
+}
+
+func sameFile(a, b string) bool {
+	var x, y unix.Stat_t
+	return unix.Stat(a, &x) == nil && unix.Stat(b, &y) == nil && x.Dev == y.Dev && x.Ino == y.Ino
+}
+
+func specMappings(in []configs.IDMap) []specs.LinuxIDMapping {
+	out := make([]specs.LinuxIDMapping, 0, len(in))
+	for _, m := range in {
+		out = append(out, specs.LinuxIDMapping{ContainerID: uint32(m.ContainerID), HostID: uint32(m.HostID), Size: uint32(m.Size)})
+	}
+	return out
+}

@@ -1,0 +1,46 @@
+package spec
+
+import (
+	"slices"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// userNamespace: a container whose config has no user namespace gets the
+// one the runtime chose (TightenOptions.UserNamespace), so its root is an
+// unprivileged host user. The files the engine made for this very
+// container (hosts, resolv.conf, hostname, shm) are bound id-mapped, so
+// they stay root's inside as they are on disk; a bind of a policy grant
+// is not: what the container writes there belongs to its host uid. A
+// sysfs cannot be mounted in a network namespace of the host's user
+// namespace: there /sys becomes a read-only bind of the host's.
+func (t *tightener) userNamespace() error {
+	u := t.o.UserNamespace
+	if u == nil || slices.ContainsFunc(t.s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.UserNamespace }) {
+		return nil
+	}
+	t.s.Linux.Namespaces = append(t.s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace, Path: u.Path})
+	if u.Path == "" {
+		t.s.Linux.UIDMappings, t.s.Linux.GIDMappings = u.UIDMappings, u.GIDMappings
+		t.changef("namespaces: own user namespace added (uids %v, gids %v)", u.UIDMappings, u.GIDMappings)
+	} else {
+		t.changef("namespaces: user namespace %s joined (its pod's)", u.Path)
+	}
+	for i := range t.s.Mounts {
+		m := &t.s.Mounts[i]
+		switch {
+		case isBind(*m) && t.containerFile(m.Source):
+			if slices.Contains(m.Options, "rbind") {
+				m.Options = append(m.Options, "ridmap")
+			} else {
+				m.Options = append(m.Options, "idmap")
+			}
+			t.changef("mounts: %s id-mapped (the engine's file for this container)", m.Destination)
+		case m.Type == "sysfs" && u.HostSysfs:
+			*m = specs.Mount{Destination: m.Destination, Type: "bind", Source: "/sys",
+				Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}}
+			t.changef("mounts: %s is a read-only bind of the host's /sys (the network namespace is the host user namespace's)", m.Destination)
+		}
+	}
+	return nil
+}
