@@ -157,3 +157,14 @@ func field(status, name string) []string {
 	}
 	return nil
 }
+
+// writableGrant is a folder for a policy's write grant that a container's
+// root, an unprivileged host uid under a policy, may write.
+func writableGrant(t *testing.T) string {
+	t.Helper()
+	d := tempDir(t)
+	if err := os.Chmod(d, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}

@@ -7,7 +7,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+
+	"github.com/moby/sys/mountinfo"
 
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
@@ -158,25 +162,138 @@ func (o *Runtime) idmapRoot(id string, s *specs.Spec, u *usernsSetup) error {
 	return nil
 }
 
+// mountIDMapped mounts src at dst id-mapped with u's ids. The kernel
+// cannot id-map an overlay mount itself (an engine's snapshot, docker's
+// merged folder): for one, a new overlay is mounted over id-mapped
+// clones of the same layers (overlayfs takes id-mapped layers).
 func mountIDMapped(src, dst string, u *spec.UserNamespace) error {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
-	if err != nil {
-		return fmt.Errorf("open_tree: %w", err)
-	}
-	defer unix.Close(fd)
 	ns, err := sandbox.NewUserns(u.UIDMappings, u.GIDMappings)
 	if err != nil {
 		return err
 	}
 	defer ns.Close()
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd()), Propagation: unix.MS_PRIVATE}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		return fmt.Errorf("mount_setattr: %w", err)
+	var fs unix.Statfs_t
+	if err := unix.Statfs(src, &fs); err != nil {
+		return err
 	}
+	var fd int
+	if fs.Type == unix.OVERLAYFS_SUPER_MAGIC {
+		fd, err = idmappedOverlay(src, int(ns.Fd()))
+	} else {
+		fd, err = idmappedClone(src, int(ns.Fd()))
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
 	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("move_mount: %w", err)
 	}
 	return nil
+}
+
+// idmappedClone returns a detached copy of the mount at path, id-mapped
+// with the user namespace ns.
+func idmappedClone(path string, ns int) (int, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return -1, fmt.Errorf("open_tree %s: %w", path, err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns), Propagation: unix.MS_PRIVATE}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EINVAL) {
+			return -1, fmt.Errorf("%s: its file system cannot be id-mapped (mount_setattr: %w)", path, err)
+		}
+		return -1, fmt.Errorf("mount_setattr %s: %w", path, err)
+	}
+	return fd, nil
+}
+
+// idmappedOverlay returns a detached overlay mount of the layers of the
+// overlay mounted at path, each layer an id-mapped clone. The engine's
+// mount stays as it is; both share the upper layer (index=off: only the
+// container writes through its own).
+func idmappedOverlay(path string, ns int) (int, error) {
+	infos, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(path))
+	if err != nil || len(infos) == 0 {
+		return -1, fmt.Errorf("%s: not found in the mount table", path)
+	}
+	var lowers []string
+	var upper, work string
+	for _, o := range strings.Split(infos[len(infos)-1].VFSOptions, ",") {
+		k, v, _ := strings.Cut(o, "=")
+		switch k {
+		case "lowerdir":
+			lowers = append(lowers, strings.Split(v, ":")...)
+		case "lowerdir+":
+			lowers = append(lowers, v)
+		case "upperdir":
+			upper = v
+		case "workdir":
+			work = v
+		}
+	}
+	for _, p := range append(slices.Clone(lowers), upper, work) {
+		if p != "" && (!filepath.IsAbs(p) || strings.Contains(p, `\`)) {
+			return -1, fmt.Errorf("overlay %s: layer %q is not an absolute path warden can reopen", path, p)
+		}
+	}
+	if len(lowers) == 0 || (upper == "") != (work == "") || upper != "" && filepath.Dir(upper) != filepath.Dir(work) {
+		return -1, fmt.Errorf("overlay %s: layers %q", path, infos[len(infos)-1].VFSOptions)
+	}
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	clone := func(p string) (string, error) {
+		fd, err := idmappedClone(p, ns)
+		if err != nil {
+			return "", err
+		}
+		fds = append(fds, fd)
+		return fmt.Sprintf("/proc/self/fd/%d", fd), nil
+	}
+	ctx, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen overlay: %w", err)
+	}
+	fds = append(fds, ctx)
+	for _, l := range lowers {
+		at, err := clone(l)
+		if err != nil {
+			return -1, err
+		}
+		if err := unix.FsconfigSetString(ctx, "lowerdir+", at); err != nil {
+			return -1, fmt.Errorf("overlay lowerdir %s: %w", l, err)
+		}
+	}
+	if upper != "" {
+		// upperdir and workdir must be on one mount: their parent's clone.
+		at, err := clone(filepath.Dir(upper))
+		if err != nil {
+			return -1, err
+		}
+		if err := unix.FsconfigSetString(ctx, "upperdir", at+"/"+filepath.Base(upper)); err != nil {
+			return -1, fmt.Errorf("overlay upperdir %s: %w", upper, err)
+		}
+		if err := unix.FsconfigSetString(ctx, "workdir", at+"/"+filepath.Base(work)); err != nil {
+			return -1, fmt.Errorf("overlay workdir %s: %w", work, err)
+		}
+		if err := unix.FsconfigSetString(ctx, "index", "off"); err != nil {
+			return -1, fmt.Errorf("overlay index=off: %w", err)
+		}
+	}
+	if err := unix.FsconfigCreate(ctx); err != nil {
+		return -1, fmt.Errorf("overlay over id-mapped layers: %w", err)
+	}
+	fd, err := unix.Fsmount(ctx, unix.FSMOUNT_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount overlay: %w", err)
+	}
+	return fd, nil
 }
 
 // releaseUserns undoes what planUserns and idmapRoot made for container
