@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"slices"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -26,6 +27,7 @@ func (t *tightener) userNamespace() error {
 	} else {
 		t.changef("namespaces: user namespace %s joined (its pod's)", u.Path)
 	}
+	t.pingGroupRange(u)
 	for i := range t.s.Mounts {
 		m := &t.s.Mounts[i]
 		switch {
@@ -43,4 +45,34 @@ func (t *tightener) userNamespace() error {
 		}
 	}
 	return nil
+}
+
+// pingGroupRange: the kernel takes net.ipv4.ping_group_range only within
+// the groups the user namespace maps (docker 20.10 asks for 0-2147483647):
+// the range is cut to the mapped groups, or dropped when none is in it.
+func (t *tightener) pingGroupRange(u *UserNamespace) {
+	const key = "net.ipv4.ping_group_range"
+	v, ok := t.s.Linux.Sysctl[key]
+	if !ok {
+		return
+	}
+	gids := u.GIDMappings
+	if len(gids) != 1 || gids[0].ContainerID != 0 || gids[0].Size == 0 {
+		// Joined: the engine reads the mappings from the namespace.
+		if u.Path == "" {
+			delete(t.s.Linux.Sysctl, key)
+		}
+		return
+	}
+	last := uint64(gids[0].Size - 1)
+	var lo, hi uint64
+	if _, err := fmt.Sscanf(v, "%d %d", &lo, &hi); err != nil || lo > last {
+		delete(t.s.Linux.Sysctl, key)
+		t.changef("sysctl %s %q dropped (no group of the user namespace in it)", key, v)
+		return
+	}
+	if hi > last {
+		t.s.Linux.Sysctl[key] = fmt.Sprintf("%d %d", lo, last)
+		t.changef("sysctl %s %q cut to the user namespace's groups", key, v)
+	}
 }

@@ -1,13 +1,15 @@
 package oci
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 
@@ -30,7 +32,7 @@ import (
 // containers of one state root never share ids, and freed when it is
 // deleted. A container that joins a pod's or another container's
 // namespaces joins that one's user namespace instead, with its ids. The
-// image's root file system is mounted id-mapped (ROOT/idroot/ID), so its
+// image's root file system is mounted id-mapped (idRootDir), so its
 // files are still root's inside and what the container writes there is
 // root's on disk, as engines expect.
 const (
@@ -43,8 +45,20 @@ const (
 // for messages and docs.
 var UsernsRange = fmt.Sprintf("%d-%d", usernsFirst, usernsFirst+usernsSize*usernsBlocks-1)
 
-func (o *Runtime) usernsDir() string          { return filepath.Join(o.Root, "userns") }
-func (o *Runtime) idRootDir(id string) string { return filepath.Join(o.Root, "idroot", id) }
+func (o *Runtime) usernsDir() string { return filepath.Join(o.Root, "userns") }
+
+// idRootDir is where a container's id-mapped root is mounted: the
+// container's root user opens it by path, so every folder above it must
+// be searchable by others. Engines give warden private state roots
+// (dockerd's is 0700): for those, a folder under warden's default root,
+// named after the state root and the container.
+func (o *Runtime) idRootDir(id string) string {
+	if sandbox.CheckTraversable(o.Root) == nil {
+		return filepath.Join(o.Root, "idroot", id)
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(o.Root)))
+	return filepath.Join(sandbox.DefaultRoot, "idroot", hex.EncodeToString(sum[:6])+"-"+id)
+}
 
 // usernsSetup is what one create made for its container's user
 // namespace, undone if the create fails.
@@ -144,11 +158,14 @@ func (o *Runtime) leaseUserns(id string) (*usernsSetup, error) {
 }
 
 // idmapRoot mounts the container's root file system id-mapped with its
-// user namespace's ids at ROOT/idroot/ID and points root.path there.
+// user namespace's ids at idRootDir and points root.path there.
 func (o *Runtime) idmapRoot(id string, s *specs.Spec, u *usernsSetup) error {
 	dir := o.idRootDir(id)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+	if err := sandbox.MakeStateDir(filepath.Dir(dir)); err != nil {
 		return fmt.Errorf("state root: %w", err)
+	}
+	if err := sandbox.CheckTraversable(filepath.Dir(dir)); err != nil {
+		return err
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("state root: %w", err)
@@ -178,7 +195,7 @@ func mountIDMapped(src, dst string, u *spec.UserNamespace) error {
 	}
 	var fd int
 	if fs.Type == unix.OVERLAYFS_SUPER_MAGIC {
-		fd, err = idmappedOverlay(src, int(ns.Fd()))
+		fd, err = idmappedOverlay(src, int(ns.Fd()), u.UIDMappings[0].HostID, u.GIDMappings[0].HostID)
 	} else {
 		fd, err = idmappedClone(src, int(ns.Fd()))
 	}
@@ -213,8 +230,51 @@ func idmappedClone(path string, ns int) (int, error) {
 // idmappedOverlay returns a detached overlay mount of the layers of the
 // overlay mounted at path, each layer an id-mapped clone. The engine's
 // mount stays as it is; both share the upper layer (index=off: only the
-// container writes through its own).
-func idmappedOverlay(path string, ns int) (int, error) {
+// container writes through its own). overlayfs works on its upper layer
+// with its mounter's credentials: host uid 0 has no id on the id-mapped
+// upper layer (EOVERFLOW, and the overlay turns read-only), so the mount
+// is made from a thread whose file-system ids are the container root's
+// (uid, gid) and which keeps its capabilities.
+func idmappedOverlay(path string, ns int, uid, gid uint32) (int, error) {
+	type result struct {
+		fd  int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// Never unlocked: the thread, its ids changed, ends with the
+		// goroutine instead of going back to the scheduler.
+		goruntime.LockOSThread()
+		if err := asContainerRoot(uid, gid); err != nil {
+			done <- result{-1, err}
+			return
+		}
+		fd, err := overlayOverClones(path, ns)
+		done <- result{fd, err}
+	}()
+	r := <-done
+	return r.fd, r.err
+}
+
+// asContainerRoot sets this thread's file-system ids and keeps its
+// capabilities (setfsuid drops the file-system ones from the effective
+// set).
+func asContainerRoot(uid, gid uint32) error {
+	unix.Setfsgid(int(gid))
+	unix.Setfsuid(int(uid))
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	data[0].Effective, data[1].Effective = data[0].Permitted, data[1].Permitted
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+func overlayOverClones(path string, ns int) (int, error) {
 	infos, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(path))
 	if err != nil || len(infos) == 0 {
 		return -1, fmt.Errorf("%s: not found in the mount table", path)
@@ -234,11 +294,26 @@ func idmappedOverlay(path string, ns int) (int, error) {
 			work = v
 		}
 	}
-	for _, p := range append(slices.Clone(lowers), upper, work) {
-		if p != "" && (!filepath.IsAbs(p) || strings.Contains(p, `\`)) {
-			return -1, fmt.Errorf("overlay %s: layer %q is not an absolute path warden can reopen", path, p)
+	// The layers as the engine named them: docker's are symlinks (l/ID).
+	resolve := func(p string) (string, error) {
+		if !filepath.IsAbs(p) || strings.Contains(p, `\`) {
+			return "", fmt.Errorf("overlay %s: layer %q is not an absolute path warden can reopen", path, p)
+		}
+		return filepath.EvalSymlinks(p)
+	}
+	for i := range lowers {
+		if lowers[i], err = resolve(lowers[i]); err != nil {
+			return -1, err
 		}
 	}
+	for _, p := range []*string{&upper, &work} {
+		if *p != "" {
+			if *p, err = resolve(*p); err != nil {
+				return -1, err
+			}
+		}
+	}
+
 	if len(lowers) == 0 || (upper == "") != (work == "") || upper != "" && filepath.Dir(upper) != filepath.Dir(work) {
 		return -1, fmt.Errorf("overlay %s: layers %q", path, infos[len(infos)-1].VFSOptions)
 	}
