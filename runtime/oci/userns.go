@@ -72,6 +72,7 @@ func (u *usernsSetup) undo() {
 	if u.root != "" {
 		unix.Unmount(u.root, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 		os.Remove(u.root)
+		os.Remove(filepath.Dir(u.root)) // when empty
 	}
 	if u.lease != "" {
 		os.Remove(u.lease)
@@ -380,6 +381,7 @@ func (o *Runtime) releaseUserns(id string) {
 		logrus.Warnf("container %s: unmount %s: %v", id, dir, err)
 	}
 	os.Remove(dir)
+	os.Remove(filepath.Dir(dir)) // when empty
 	entries, _ := os.ReadDir(o.usernsDir())
 	for _, e := range entries {
 		path := filepath.Join(o.usernsDir(), e.Name())
