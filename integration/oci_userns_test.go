@@ -43,6 +43,7 @@ func TestOCIPolicyUserNamespace(t *testing.T) {
 		"cat /secret/shadow || echo secret-refused",
 		"echo x > /tmp/x && chown 1000:1000 /tmp/x && ls -ln /tmp/x",
 		"chown 70000 /tmp/x || echo unmapped-refused",
+		"echo script-done",
 		"sleep 300",
 	}, "; ")
 	id := "userns-" + randomHex(4)
@@ -73,7 +74,7 @@ func TestOCIPolicyUserNamespace(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the container's script", func() bool {
 		data, _ := os.ReadFile(out)
-		return strings.Contains(string(data), "unmapped-refused")
+		return strings.Contains(string(data), "script-done")
 	})
 	data, _ := os.ReadFile(out)
 	got := string(data)
