@@ -169,3 +169,58 @@ func writableGrant(t *testing.T) string {
 	}
 	return d
 }
+
+// Where the root file system cannot be id-mapped (here a ramfs, which the
+// kernel does not id-map), the container runs as before, as the host's
+// root without capabilities, and warden says so; `warden install` tells
+// the operator when the host cannot do it at all (tried in $TMPDIR) and
+// what to use instead.
+func TestOCIPolicyUserNamespaceUnavailable(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := filepath.Join(tempDir(t), "p.toml")
+	if err := os.WriteFile(policy, []byte("name = \"p\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ramfs := func() string {
+		d := tempDir(t)
+		if r := run(t, nil, "mount", "-t", "ramfs", "-o", "mode=755", "ramfs", d); r.Exit != 0 {
+			t.Fatalf("mount ramfs: %s", r.Stderr)
+		}
+		t.Cleanup(func() { run(t, nil, "umount", d) })
+		return d
+	}
+	id := "noidmap-" + randomHex(4)
+	bundle := busyboxBundle(t, id, func(s *specs.Spec) { s.Process.Args = []string{"sh", "-c", "id -u; grep Uid /proc/self/status"} })
+	rootfs := filepath.Join(bundle, "rootfs")
+	onRamfs := ramfs()
+	if r := run(t, nil, "cp", "-a", rootfs+"/.", onRamfs); r.Exit != 0 {
+		t.Fatalf("cp: %s", r.Stderr)
+	}
+	// The root stays in the bundle (a policy refuses a host folder).
+	if r := run(t, nil, "mount", "--bind", onRamfs, rootfs); r.Exit != 0 {
+		t.Fatalf("bind: %s", r.Stderr)
+	}
+	t.Cleanup(func() { run(t, nil, "umount", rootfs) })
+	r := o.warden(t, "--policy", policy, "run", "--bundle", bundle, id)
+	if r.Exit != 0 || !strings.Contains(r.Stdout, "Uid:\t0\t0\t0\t0") || !strings.Contains(r.Stderr, "runs without a user namespace") {
+		t.Fatalf("a root that cannot be id-mapped: exit %d %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(o.root, "userns")); len(ents) != 0 {
+		t.Errorf("user namespace leases left: %d", len(ents))
+	}
+	// install: a host that can (this one, in the usual $TMPDIR) and one
+	// that cannot (a ramfs $TMPDIR).
+	daemonJSON := filepath.Join(tempDir(t), "daemon.json")
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
+	res := runWarden(t, env, "--policy", policy, "install", "docker", "--config", daemonJSON, "--dry-run")
+	if res.Exit != 0 || !strings.Contains(res.Stderr, "run in a user namespace of their own") {
+		t.Fatalf("install on a host that gives user namespaces: exit %d %q", res.Exit, res.Stderr)
+	}
+	res = runWarden(t, append(env, "TMPDIR="+ramfs()), "--policy", policy, "install", "docker", "--config", daemonJSON, "--dry-run")
+	if res.Exit != 0 || !strings.Contains(res.Stderr, "cannot give containers a user namespace") || !strings.Contains(res.Stderr, "--engine gvisor") || !strings.Contains(res.Stderr, "userns-remap") {
+		t.Fatalf("install where the root cannot be id-mapped: exit %d %q", res.Exit, res.Stderr)
+	}
+	if _, err := os.Stat(daemonJSON); err == nil {
+		t.Fatal("install --dry-run wrote the engine's config")
+	}
+}

@@ -12,9 +12,10 @@ import (
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sirupsen/logrus"
 	"github.com/warden-sandbox/warden/policies"
+
 	"github.com/warden-sandbox/warden/runtime/sandbox"
-	"github.com/warden-sandbox/warden/spec"
 )
 
 // CreateOptions are the flags of create and run.
@@ -115,13 +116,28 @@ func (o *Runtime) Create(opts CreateOptions, run bool) (int, error) {
 }
 
 func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.Spec, p *policies.Policy, file string, gvisor bool, userns *usernsSetup) (int, error) {
-	var un *spec.UserNamespace
+	var rec *policyRecord
+	var err error
 	if userns != nil {
-		un = userns.UserNamespace
+		// Tightened for the user namespace on a copy: where the root
+		// cannot be id-mapped (the kernel or its file system cannot), the
+		// container runs as before, without one (install says so).
+		with := cloneSpec(s)
+		if rec, err = o.tighten(opts.ID, bundle, with, p, file, userns.UserNamespace); err != nil {
+			return -1, err
+		}
+		if err := o.idmapRoot(opts.ID, with, userns); err != nil {
+			logrus.Warnf("container %s runs without a user namespace, its root is the host's: %v", opts.ID, err)
+			userns.undo()
+			userns = nil
+		} else {
+			s = with
+		}
 	}
-	rec, err := o.tighten(opts.ID, bundle, s, p, file, un)
-	if err != nil {
-		return -1, err
+	if userns == nil {
+		if rec, err = o.tighten(opts.ID, bundle, s, p, file, nil); err != nil {
+			return -1, err
+		}
 	}
 	if gvisor {
 		if s.Linux == nil {
@@ -139,12 +155,6 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 	})
 	if err != nil {
 		return -1, err
-	}
-	if userns != nil && rec != nil {
-		if err := o.idmapRoot(opts.ID, s, userns); err != nil {
-			return -1, err
-		}
-		cfg.Rootfs = s.Root.Path
 	}
 	// Under a policy the bind sources were checked with their symlinks
 	// resolved: pin them, and make sure the mounts show them (sandbox.PinBinds, CheckBinds).
@@ -192,6 +202,19 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 		c.Destroy()
 	}
 	return status, err
+}
+
+// cloneSpec is a deep copy of s.
+func cloneSpec(s *specs.Spec) *specs.Spec {
+	data, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // a spec read from JSON marshals
+	}
+	var out specs.Spec
+	if err := json.Unmarshal(data, &out); err != nil {
+		panic(err)
+	}
+	return &out
 }
 
 // exists reports whether a container id has state of either engine.

@@ -77,6 +77,7 @@ func (u *usernsSetup) undo() {
 	if u.lease != "" {
 		os.Remove(u.lease)
 	}
+	u.root, u.lease = "", ""
 }
 
 // planUserns chooses the user namespace a container under a policy gets
@@ -419,4 +420,51 @@ func specMappings(in []configs.IDMap) []specs.LinuxIDMapping {
 		out = append(out, specs.LinuxIDMapping{ContainerID: uint32(m.ContainerID), HostID: uint32(m.HostID), Size: uint32(m.Size)})
 	}
 	return out
+}
+
+// CheckUserNamespaces tries, in a scratch folder made under dir, what a
+// container under a policy needs for its user namespace: an overlay (an
+// engine's snapshot) mounted again over id-mapped layers, writable as the
+// container's root. It says why not when the host cannot.
+func CheckUserNamespaces(dir string) error {
+	scratch, err := os.MkdirTemp(dir, "warden-userns-check-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	os.Chmod(scratch, 0o755)
+	for _, d := range []string{"lower", "layer/upper", "layer/work", "overlay", "mapped"} {
+		if err := os.MkdirAll(filepath.Join(scratch, d), 0o755); err != nil {
+			return err
+		}
+	}
+	ovl := filepath.Join(scratch, "overlay")
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", filepath.Join(scratch, "lower"), filepath.Join(scratch, "layer/upper"), filepath.Join(scratch, "layer/work"))
+	if err := unix.Mount("overlay", ovl, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("overlay: %w", err)
+	}
+	defer unix.Unmount(ovl, unix.MNT_DETACH)
+	m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: usernsFirst, Size: usernsSize}}
+	mapped := filepath.Join(scratch, "mapped")
+	if err := mountIDMapped(ovl, mapped, &spec.UserNamespace{UIDMappings: m, GIDMappings: m}); err != nil {
+		return err
+	}
+	defer unix.Unmount(mapped, unix.MNT_DETACH)
+	// Seen through the id-mapped overlay, the container's root (host
+	// usernsFirst) owns the root-owned layers.
+	var st unix.Stat_t
+	if err := unix.Stat(mapped, &st); err != nil {
+		return err
+	}
+	if st.Uid != usernsFirst {
+		return fmt.Errorf("an id-mapped overlay shows its root-owned root as uid %d, not %d", st.Uid, usernsFirst)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(mapped, &fs); err != nil {
+		return err
+	}
+	if fs.Flags&unix.ST_RDONLY != 0 {
+		return errors.New("the overlay over id-mapped layers came up read-only")
+	}
+	return nil
 }
