@@ -224,3 +224,60 @@ func TestOCIPolicyUserNamespaceUnavailable(t *testing.T) {
 		t.Fatal("install --dry-run wrote the engine's config")
 	}
 }
+
+// A Kubernetes pod under a policy (containerd CRI's configs, in short):
+// its sandbox joins the network namespace CNI made, which belongs to the
+// host's user namespace, where the kernel refuses a new sysfs: it gets a
+// user namespace of its own and /sys is a read-only bind of the host's.
+// The pod's container joins the sandbox's namespaces and with them its
+// user namespace: both run as the same unprivileged host uid.
+func TestOCIPolicyUserNamespacePod(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := filepath.Join(tempDir(t), "p.toml")
+	if err := os.WriteFile(policy, []byte("name = \"p\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	netns := "cni-warden-test-" + randomHex(4)
+	if r := run(t, nil, "ip", "netns", "add", netns); r.Exit != 0 {
+		t.Fatalf("ip netns add: %s", r.Stderr)
+	}
+	defer run(t, nil, "ip", "netns", "del", netns)
+	sb := "sandbox" + randomHex(8)
+	bundle := busyboxBundle(t, sb, func(s *specs.Spec) {
+		s.Annotations = map[string]string{"io.kubernetes.cri.container-type": "sandbox"}
+		for i := range s.Linux.Namespaces {
+			if s.Linux.Namespaces[i].Type == specs.NetworkNamespace {
+				s.Linux.Namespaces[i].Path = "/run/netns/" + netns
+			}
+		}
+	})
+	if r := o.warden(t, "--policy", policy, "run", "-d", "--bundle", bundle, sb); r.Exit != 0 {
+		t.Fatalf("pod sandbox: %s", r.Stderr)
+	}
+	pid := o.state(t, sb).Pid
+	uidOf := func(pid int) string {
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if u := field(string(status), "Uid:"); len(u) > 0 {
+			return u[0]
+		}
+		return ""
+	}
+	sbUID := uidOf(pid)
+	if sbUID == "" || sbUID == "0" {
+		t.Fatalf("pod sandbox's host uid %q", sbUID)
+	}
+	ctr := "container" + randomHex(8)
+	bundle = busyboxBundle(t, ctr, func(s *specs.Spec) {
+		s.Annotations = map[string]string{"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-id": sb}
+		s.Process.Args = []string{"sh", "-c", "id -u; cat /proc/self/uid_map; ls /sys/class/net; echo x > /sys/kernel/x || echo sys-read-only; ls /sys/fs/cgroup | head -1"}
+		for i := range s.Linux.Namespaces {
+			if f := map[specs.LinuxNamespaceType]string{specs.NetworkNamespace: "net", specs.IPCNamespace: "ipc", specs.UTSNamespace: "uts"}[s.Linux.Namespaces[i].Type]; f != "" {
+				s.Linux.Namespaces[i].Path = fmt.Sprintf("/proc/%d/ns/%s", pid, f)
+			}
+		}
+	})
+	r := o.warden(t, "--policy", policy, "run", "--bundle", bundle, ctr)
+	if r.Exit != 0 || !strings.HasPrefix(r.Stdout, "0\n") || !strings.Contains(r.Stdout, " "+sbUID+" ") || !strings.Contains(r.Stdout, "sys-read-only") {
+		t.Fatalf("pod container: exit %d %q %q (sandbox uid %s)", r.Exit, r.Stdout, r.Stderr, sbUID)
+	}
+}

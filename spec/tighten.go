@@ -57,7 +57,7 @@ type UserNamespace struct {
 	GIDMappings []specs.LinuxIDMapping
 	// HostSysfs: the container's network namespace belongs to the host's
 	// user namespace (CNI made it), where the kernel refuses to mount a
-	// sysfs: /sys becomes a read-only bind of the host's instead.
+	// sysfs: /sys becomes a read-only bind of the host's (recursive) instead.
 	HostSysfs bool
 }
 

@@ -14,7 +14,9 @@ import (
 // they stay root's inside as they are on disk; a bind of a policy grant
 // is not: what the container writes there belongs to its host uid. A
 // sysfs cannot be mounted in a network namespace of the host's user
-// namespace: there /sys becomes a read-only bind of the host's.
+// namespace: there /sys becomes a read-only bind of the host's /sys and
+// the mounts on it, as rootless runc has it (the container's root, an
+// unprivileged host user, reads there what any host user may).
 func (t *tightener) userNamespace() error {
 	u := t.o.UserNamespace
 	if u == nil || slices.ContainsFunc(t.s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.UserNamespace }) {
@@ -39,8 +41,10 @@ func (t *tightener) userNamespace() error {
 			}
 			t.changef("mounts: %s id-mapped (the engine's file for this container)", m.Destination)
 		case m.Type == "sysfs" && u.HostSysfs:
+			// Recursive: the kernel refuses to bind a mount without the
+			// mounts on it (cgroup, tracefs) into a user namespace.
 			*m = specs.Mount{Destination: m.Destination, Type: "bind", Source: "/sys",
-				Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}}
+				Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec", "rro", "rnosuid", "rnodev", "rnoexec"}}
 			t.changef("mounts: %s is a read-only bind of the host's /sys (the network namespace is the host user namespace's)", m.Destination)
 		}
 	}
