@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -14,7 +15,9 @@ import (
 func enginePolicies(t *testing.T) (dir, grant string) {
 	t.Helper()
 	dir = tempDir(t)
-	grant = tempDir(t)
+	// Under a policy a container's root is an unprivileged host uid: the
+	// write grant must be writable for it.
+	grant = writableGrant(t)
 	write := func(name, text string) {
 		if err := os.WriteFile(filepath.Join(dir, name+".toml"), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -347,9 +350,30 @@ func testDockerPolicy(t *testing.T, e *engines, ec ociEngine, grant string) {
 	if closed.Exit != 0 || strings.Contains(closed.Stdout, "eth0") || !strings.Contains(closed.Stdout, "lo") {
 		t.Fatalf("under a policy without network: %q %q", closed.Stdout, closed.Stderr)
 	}
+	// The container's root is an unprivileged host uid of its own (its
+	// user namespace's), for its init and docker exec alike; inside, the
+	// image (docker's overlay, id-mapped) is root's, and the granted
+	// folder's file is that uid's on the host.
+	pid := e.dockerQuiet(t, "inspect", "-f", "{{.State.Pid}}", name)
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostUID := field(string(status), "Uid:")
+	if len(hostUID) != 4 || hostUID[0] == "0" || hostUID[3] != hostUID[0] {
+		t.Fatalf("docker container's root on the host: %v", hostUID)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(grant, "f"), &st); err != nil || st.Uid == 0 {
+		t.Fatalf("a granted write landed as host uid %d (%v), want the container's", st.Uid, err)
+	}
+	if r := e.docker(t, "exec", name, "sh", "-c", "id -u; ls -ln /bin/busybox; cat /proc/self/uid_map; sleep 1 & grep Uid /proc/$!/status"); r.Exit != 0 || !strings.HasPrefix(r.Stdout, "0\n") || !strings.Contains(r.Stdout, " 0        0 ") || !strings.Contains(r.Stdout, hostUID[0]+" ") {
+		t.Fatalf("docker exec under a policy: exit %d %q %q (host uid %s)", r.Exit, r.Stdout, r.Stderr, hostUID[0])
+	}
 	// --network and --pid container:X join the namespaces of a container
-	// of the same runtime root: allowed under a policy.
-	if r := e.docker(t, "run", "--rm", "--runtime="+ec.locked, "--network", "container:"+name, "--pid", "container:"+name, "busybox", "sh", "-c", "cat /proc/1/comm; ls /sys/class/net"); r.Exit != 0 || r.Stdout != "sleep\nlo\n" {
+	// of the same runtime root: allowed under a policy, and in its user
+	// namespace.
+	if r := e.docker(t, "run", "--rm", "--runtime="+ec.locked, "--network", "container:"+name, "--pid", "container:"+name, "busybox", "sh", "-c", "cat /proc/1/comm; ls /sys/class/net; cat /proc/self/uid_map"); r.Exit != 0 || !strings.HasPrefix(r.Stdout, "sleep\nlo\n") || !strings.Contains(r.Stdout, hostUID[0]+" ") {
 		t.Fatalf("docker run --network/--pid container:X under a policy: exit %d %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
 	// --ipc container:Y joins Y's IPC namespace and binds Y's /dev/shm

@@ -66,7 +66,7 @@ func TestOCIPolicyNilCapabilities(t *testing.T) {
 // read-only down to the mounts beneath it (rro).
 func TestOCIPolicyMounts(t *testing.T) {
 	o := newOCIEnv(t)
-	grant, readable := tempDir(t), tempDir(t)
+	grant, readable := writableGrant(t), tempDir(t)
 	sub := filepath.Join(readable, "sub")
 	os.Mkdir(sub, 0o755)
 	if r := run(t, nil, "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", sub); r.Exit != 0 {

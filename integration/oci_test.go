@@ -560,7 +560,7 @@ func TestOCIUpdate(t *testing.T) {
 // memfd_create away, and caps the limits, where runc leaves them.
 func TestOCIPolicy(t *testing.T) {
 	o := newOCIEnv(t)
-	grant, other := tempDir(t), tempDir(t)
+	grant, other := writableGrant(t), tempDir(t)
 	policy := filepath.Join(tempDir(t), "p.toml")
 	os.WriteFile(policy, []byte(fmt.Sprintf("name = \"p\"\n[fs]\nwrite = [%q]\nread = [%q]\n[limits]\nmemory = \"64MiB\"\npids = 20\n", grant, other)), 0o644)
 	script := "echo w > /work/f && echo granted; echo x > /other/f || echo other-refused; echo x > /etc/x || echo root-refused; grep CapEff /proc/self/status"

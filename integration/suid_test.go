@@ -186,7 +186,7 @@ func checkSuidProbe(t *testing.T, out, ws string) {
 // chmod works.
 func TestOCISetuidBitsRefused(t *testing.T) {
 	o := newOCIEnv(t)
-	grant := tempDir(t)
+	grant := writableGrant(t)
 	policy := filepath.Join(tempDir(t), "p.toml")
 	if err := os.WriteFile(policy, []byte(fmt.Sprintf("name = \"p\"\n[fs]\nwrite = [%q]\n", grant)), 0o644); err != nil {
 		t.Fatal(err)

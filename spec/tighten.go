@@ -43,6 +43,22 @@ type TightenOptions struct {
 	// BindAllow are the operator's patterns (filepath.Match) of host paths
 	// a container may bind read-only though the policy does not grant them.
 	BindAllow []string
+	// UserNamespace is the user namespace a container whose config has
+	// none gets; nil: none is added.
+	UserNamespace *UserNamespace
+}
+
+// UserNamespace is a user namespace Tighten adds, so that the container's
+// root is an unprivileged host user: a new one with the mappings, or the
+// one at Path (its pod's), whose mappings the engine reads from it.
+type UserNamespace struct {
+	Path        string
+	UIDMappings []specs.LinuxIDMapping
+	GIDMappings []specs.LinuxIDMapping
+	// HostSysfs: the container's network namespace belongs to the host's
+	// user namespace (CNI made it), where the kernel refuses to mount a
+	// sysfs: /sys becomes a read-only bind of the host's (recursive) instead.
+	HostSysfs bool
 }
 
 // NamespaceOwner is who holds a namespace a config joins by path.
@@ -85,6 +101,7 @@ func Tighten(s *specs.Spec, p *policies.Policy, o TightenOptions) ([]string, err
 		t.mounts,
 		t.paths,
 		t.devices,
+		t.userNamespace,
 		t.resources,
 		t.seccomp,
 		t.hooks,

@@ -242,6 +242,13 @@ func (t *tightener) engineFile(src string) bool {
 			return true
 		}
 	}
+	return t.containerFile(src)
+}
+
+// containerFile reports whether a bind source is one of the files the
+// engine made for this container, its pod or the container whose network
+// or IPC namespace it joins.
+func (t *tightener) containerFile(src string) bool {
 	ids := []string{}
 	for _, id := range []string{t.o.ID, t.netOwner} {
 		if id != "" {

@@ -131,10 +131,9 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, oc
 	if err != nil {
 		return fmt.Errorf("install: %s: %w", path, err)
 	}
+	notes := []string{baselineNote, usernsNote(ociGlobals.engine.Or())}
 	if cliContext.Bool("dry-run") {
-		if baselineNote != "" {
-			fmt.Fprintf(cliContext.App.ErrWriter, "warden: %s\n", baselineNote)
-		}
+		printNotes(cliContext, notes)
 		_, err := cliContext.App.Writer.Write(out)
 		return err
 	}
@@ -142,10 +141,28 @@ func install(cliContext *cli.Context, defaultConfig string, edit func([]byte, oc
 		return fmt.Errorf("install: %w", err)
 	}
 	fmt.Fprintf(cliContext.App.ErrWriter, "warden: registered runtime %q in %s; "+next+"\n", e.Name, path, e.Name)
-	if baselineNote != "" {
-		fmt.Fprintf(cliContext.App.ErrWriter, "warden: %s\n", baselineNote)
-	}
+	printNotes(cliContext, notes)
 	return nil
+}
+
+func printNotes(cliContext *cli.Context, notes []string) {
+	for _, n := range notes {
+		if n != "" {
+			fmt.Fprintf(cliContext.App.ErrWriter, "warden: %s\n", n)
+		}
+	}
+}
+
+// usernsNote tells the operator whether containers under a policy get a
+// user namespace here: tried in the temporary folder ($TMPDIR).
+func usernsNote(engine policies.Engine) string {
+	if engine != policies.EngineContainer {
+		return ""
+	}
+	if err := oci.CheckUserNamespaces(os.TempDir()); err != nil {
+		return fmt.Sprintf("this host cannot give containers a user namespace with an id-mapped root (tried in %s: %v): containers under a policy will run as the host's root without capabilities; run them on gVisor instead (--engine gvisor: their code meets gVisor's kernel, not the host's), or let the engine give them a user namespace (dockerd's \"userns-remap\"; Kubernetes' hostUsers: false with containerd 2 and kernel 6.3 or later), which warden keeps", os.TempDir(), err)
+	}
+	return fmt.Sprintf("containers under a policy run in a user namespace of their own: their root is an unprivileged host uid (%s), their image's files id-mapped", oci.UsernsRange)
 }
 
 // dockerConfig is dockerd's configuration file.

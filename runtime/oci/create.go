@@ -12,7 +12,9 @@ import (
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sirupsen/logrus"
 	"github.com/warden-sandbox/warden/policies"
+
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
@@ -95,18 +97,53 @@ func (o *Runtime) Create(opts CreateOptions, run bool) (int, error) {
 		// Where runsc puts it; named so the policy's checks see it.
 		s.Linux.CgroupsPath = "/" + opts.ID
 	}
-	rec, err := o.tighten(opts.ID, bundle, s, p, file)
-	if err != nil {
-		return -1, err
+	if o.exists(opts.ID) {
+		return -1, fmt.Errorf("container %s already exists", opts.ID)
+	}
+	// Under a policy the container's root is an unprivileged host user
+	// (userns.go); gVisor's engine runs the container in its own kernel.
+	var userns *usernsSetup
+	if p != nil && !gvisor {
+		if userns, err = o.planUserns(opts.ID, s); err != nil {
+			return -1, err
+		}
+	}
+	status, err := o.create(opts, run, bundle, s, p, file, gvisor, userns)
+	if err != nil && userns != nil {
+		userns.undo()
+	}
+	return status, err
+}
+
+func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.Spec, p *policies.Policy, file string, gvisor bool, userns *usernsSetup) (int, error) {
+	var rec *policyRecord
+	var err error
+	if userns != nil {
+		// Tightened for the user namespace on a copy: where the root
+		// cannot be id-mapped (the kernel or its file system cannot), the
+		// container runs as before, without one (install says so).
+		with := cloneSpec(s)
+		if rec, err = o.tighten(opts.ID, bundle, with, p, file, userns.UserNamespace); err != nil {
+			return -1, err
+		}
+		if err := o.idmapRoot(opts.ID, with, userns); err != nil {
+			logrus.Warnf("container %s runs without a user namespace, its root is the host's: %v", opts.ID, err)
+			userns.undo()
+			userns = nil
+		} else {
+			s = with
+		}
+	}
+	if userns == nil {
+		if rec, err = o.tighten(opts.ID, bundle, s, p, file, nil); err != nil {
+			return -1, err
+		}
 	}
 	if gvisor {
 		if s.Linux == nil {
 			s.Linux = &specs.Linux{CgroupsPath: "/" + opts.ID}
 		}
 		return o.createGVisor(opts, run, bundle, s, rec)
-	}
-	if _, err := os.Stat(o.gvisorDir(opts.ID)); err == nil {
-		return -1, fmt.Errorf("container %s already exists", opts.ID)
 	}
 	// specconv resolves relative paths (hooks, rootfs) against the
 	// working directory, as runc runs from the bundle.
@@ -118,9 +155,6 @@ func (o *Runtime) Create(opts CreateOptions, run bool) (int, error) {
 	})
 	if err != nil {
 		return -1, err
-	}
-	if _, err := os.Stat(filepath.Join(o.stateDir(), opts.ID)); err == nil {
-		return -1, fmt.Errorf("container %s already exists", opts.ID)
 	}
 	// Under a policy the bind sources were checked with their symlinks
 	// resolved: pin them, and make sure the mounts show them (sandbox.PinBinds, CheckBinds).
@@ -144,6 +178,9 @@ func (o *Runtime) Create(opts CreateOptions, run bool) (int, error) {
 	detach := opts.Detach || !run
 	r := &processRun{container: c, init: true, detach: detach, pidFile: opts.PidFile,
 		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs, destroyOnExit: run}
+	if userns != nil {
+		r.afterDestroy = func() { o.releaseUserns(opts.ID) }
+	}
 	if rec != nil {
 		r.afterStart = func(pid int) error {
 			if err := sandbox.CheckBinds(pid, pins); err != nil {
@@ -165,6 +202,29 @@ func (o *Runtime) Create(opts CreateOptions, run bool) (int, error) {
 		c.Destroy()
 	}
 	return status, err
+}
+
+// cloneSpec is a deep copy of s.
+func cloneSpec(s *specs.Spec) *specs.Spec {
+	data, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // a spec read from JSON marshals
+	}
+	var out specs.Spec
+	if err := json.Unmarshal(data, &out); err != nil {
+		panic(err)
+	}
+	return &out
+}
+
+// exists reports whether a container id has state of either engine.
+func (o *Runtime) exists(id string) bool {
+	for _, dir := range []string{filepath.Join(o.stateDir(), id), o.gvisorDir(id)} {
+		if _, err := os.Lstat(dir); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // engineFor is the engine a container under policy p (nil: none) runs

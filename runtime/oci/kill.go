@@ -83,6 +83,14 @@ func (o *Runtime) Delete(id string, force bool) error {
 		}
 		return g.delete(force)
 	}
+	err := o.deleteContainer(id, force)
+	if err == nil {
+		o.releaseUserns(id)
+	}
+	return err
+}
+
+func (o *Runtime) deleteContainer(id string, force bool) error {
 	c, err := libcontainer.Load(o.stateDir(), id)
 	if err != nil {
 		if errors.Is(err, libcontainer.ErrNotExist) {

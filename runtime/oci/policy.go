@@ -88,7 +88,7 @@ func (o *Runtime) choosePolicy(s *specs.Spec) (*policies.Policy, string, error) 
 
 // tighten applies the container's policy p (from file; nil: none) to
 // its spec.
-func (o *Runtime) tighten(id, bundle string, s *specs.Spec, p *policies.Policy, file string) (*policyRecord, error) {
+func (o *Runtime) tighten(id, bundle string, s *specs.Spec, p *policies.Policy, file string, userns *spec.UserNamespace) (*policyRecord, error) {
 	if p == nil {
 		return nil, nil
 	}
@@ -105,6 +105,7 @@ func (o *Runtime) tighten(id, bundle string, s *specs.Spec, p *policies.Policy, 
 		HookAllow:      o.HookAllow,
 		NamespaceOwner: o.namespaceOwner,
 		IsContainer:    o.isContainer,
+		UserNamespace:  userns,
 	})
 	if err != nil {
 		return nil, err

@@ -39,6 +39,8 @@ type processRun struct {
 	consoleSocket string
 	preserveFDs   int
 	destroyOnExit bool
+	// afterDestroy runs once a run's container is destroyed.
+	afterDestroy func()
 	// afterStart runs once the init exists, before its process starts.
 	afterStart func(pid int) error
 }
@@ -142,6 +144,8 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 	if r.destroyOnExit {
 		if err := r.container.Destroy(); err != nil {
 			logrus.Warn(err)
+		} else if r.afterDestroy != nil {
+			r.afterDestroy()
 		}
 	}
 	return status, nil

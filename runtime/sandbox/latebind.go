@@ -245,6 +245,10 @@ func (c *usernsCache) prewarm(id spec.Identity) {
 	}
 }
 
+// NewUserns returns a handle on a new user namespace with the mappings,
+// for idmapped mounts (MOUNT_ATTR_IDMAP): no process stays in it.
+func NewUserns(uids, gids []specs.LinuxIDMapping) (*os.File, error) { return newUserns(uids, gids) }
+
 // newUserns starts a process in a new user namespace with the mappings,
 // stopped by ptrace before it runs any code of its own, keeps a handle on
 // the namespace and kills the process.
