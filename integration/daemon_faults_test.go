@@ -435,3 +435,35 @@ func TestExecAuditSurvivesDaemonKill(t *testing.T) {
 	}
 	r.expectAlive(id) // a new daemon re-adopts the session
 }
+
+// The daemon's main thread never enters a sandbox's namespaces: starting
+// a container, libcontainer sets a thread of its own into the container's
+// mount namespace, and when that was the main thread the daemon's
+// /proc/PID showed the container and held its mounts after its removal.
+func TestDaemonMainThreadStaysHome(t *testing.T) {
+	r := newRoot(t)
+	policy := r.policy(`name = "home"
+[exec]
+allow = ["true"]
+`)
+	for i := 0; i < 12; i++ {
+		id := r.create(fmt.Sprintf("home-%d", i), policy, tempDir(t))
+		if res := r.exec(id, nil, "true"); res.Exit != 0 {
+			t.Fatalf("exec in %s: %+v", id, res)
+		}
+		if res := r.warden("session", "rm", id); res.Exit != 0 {
+			t.Fatalf("session rm %s: %+v", id, res)
+		}
+	}
+	pids := r.daemonPids()
+	if len(pids) != 1 {
+		t.Fatalf("%d daemons, want 1", len(pids))
+	}
+	for _, p := range []string{"ns/mnt", "ns/net", "ns/pid", "ns/user"} {
+		self, _ := os.Readlink("/proc/self/" + p)
+		got, err := os.Readlink(fmt.Sprintf("/proc/%d/%s", pids[0], p))
+		if err != nil || got != self {
+			t.Errorf("the daemon's main thread is in %s %q (%v), this test's in %q", p, got, err, self)
+		}
+	}
+}
