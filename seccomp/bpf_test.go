@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,6 +30,45 @@ func TestWriteBPF(t *testing.T) {
 	}
 }
 
+// TestWriteBPFKept: a profile compiled once is not compiled again, and a
+// profile that differs in one rule gets a program of its own.
+func TestWriteBPFKept(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, s *specs.LinuxSeccomp) []byte {
+		path := filepath.Join(dir, name)
+		if err := WriteBPF(s, path); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	first := write("first.bpf", Default())
+	compiles := compiled.compiles
+	again := write("again.bpf", Default())
+	if compiled.compiles != compiles {
+		t.Errorf("the same profile was compiled again")
+	}
+	if string(again) != string(first) {
+		t.Errorf("the kept program differs from the first")
+	}
+	other := Default()
+	for i, r := range other.Syscalls {
+		if r.Action == specs.ActAllow && len(r.Args) == 0 {
+			other.Syscalls[i].Names = slices.DeleteFunc(slices.Clone(r.Names), func(n string) bool { return n == "getpid" })
+			break
+		}
+	}
+	if string(write("other.bpf", other)) == string(first) {
+		t.Errorf("a profile without getpid got the program that allows it")
+	}
+	if compiled.compiles != compiles+1 {
+		t.Errorf("%d compiles for a new profile, want 1", compiled.compiles-compiles)
+	}
+}
+
 // TestWriteBPFTree runs the program warden writes, and libseccomp's
 // linear program of the same profile, on every syscall number (and on
 // arguments the filtered calls look at): both decide alike, and the tree
@@ -43,7 +83,7 @@ func TestWriteBPFTree(t *testing.T) {
 		var err error
 		if optimize == 0 {
 			err = WriteBPF(Default(), path)
-		} else {
+		} else { // not kept: libseccomp's own program
 			err = writeBPF(Default(), path, optimize)
 		}
 		if err != nil {
