@@ -229,7 +229,9 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	if err != nil {
 		return fail(err)
 	}
-	defer watch.close()
+	// Closed beside the start, not in it: closing an inotify instance
+	// waits for the kernel's grace period (SRCU), 10-20 ms here.
+	defer func() { go watch.close() }()
 	// The agent's stdout and stderr are runsc create's: the log file.
 	ctx, cancel := context.WithTimeout(context.Background(), gvisorStartTimeout)
 	defer cancel()
