@@ -962,6 +962,7 @@ static struct agent {
 	int claimed; /* a pooled gVisor agent has bound its session's folders (gvisor_claim) */
 	const char *seccomp_claim; /* --seccomp-claim: the filter that takes back what the claim needed */
 	int claim_filter;          /* it, open, until loaded after the claim's answer (load_claim_filter) */
+	long long last_start;      /* when the last command started, in ms of CLOCK_MONOTONIC */
 } agent = {.landlock = {.fd = -1}, .stub_listener = -1, .rules = -1, .claim_filter = -1,
 	   .memfds = {[0 ... 63] = -1}, .egress_listener = -1, .egress = -1};
 
@@ -1903,8 +1904,10 @@ static void serve(struct conn *c)
 	/* A pooled sandbox seals before its first command at the latest. */
 	if ((!agent.gvisor || !r.tty || host >= 0) && seal(&ev) == 0 && !r.seal)
 		pid = start(&agent.cfg, &r, fds, nfds, &master, &ev);
-	if (pid)
+	if (pid) {
 		stdio_files_of(fds, r.tty ? 0 : nfds, master, &c->stdio);
+		agent.last_start = monotonic_ms();
+	}
 	close_fds(fds, nfds);
 	agent_free_request(&r);
 	if (!pid && host >= 0)
@@ -1957,6 +1960,29 @@ static void control(struct conn *c)
 		ioctl(c->term->fd[0], TIOCSWINSZ, &ws);
 	}
 	free(msg);
+}
+
+/* How long a command runs before the agent clones the next one's process
+ * beside it: the clone holds the agent for its milliseconds, and a short
+ * command's end would wait for it. Once the commands have ended it is made
+ * at once, while the caller handles the last one's end. */
+#define ZYGOTE_AFTER_MS 50
+
+/* zygote_due: in how many ms the process kept ready is to be made (0:
+ * now), or -1 for not (there is one, or the agent's filters and
+ * capabilities are not final yet: before the seal, a pooled sandbox's
+ * claim filter). */
+static int zygote_due(void)
+{
+	if (!spawn_shares_vm || zygote.pid > 0 || zygote.failed || !agent.sealed || agent.claim_filter >= 0 ||
+	    agent.broken)
+		return -1;
+	for (struct conn *c = agent.conns; c; c = c->next)
+		if (c->pid) {
+			long long left = agent.last_start + ZYGOTE_AFTER_MS - monotonic_ms();
+			return left > 0 ? (int)left : 0;
+		}
+	return 0;
 }
 
 /* running_command: pid is a command's that still runs. */
@@ -2401,11 +2427,17 @@ static void run(int argc, char **argv)
 		int n = -1;
 		/* Idle, with its filters final: clone the next command's process
 		 * now rather than when a command comes. */
-		if (spawn_shares_vm && zygote.pid <= 0 && !zygote.failed && agent.sealed && agent.claim_filter < 0 &&
-		    !agent.broken && (n = epoll_wait(agent.epoll, events, 16, 0)) == 0)
+		int due = zygote_due();
+		if (due == 0 && (n = epoll_wait(agent.epoll, events, 16, 0)) == 0) {
 			zygote_make();
-		if (n <= 0)
-			n = timeout == 0 ? 0 : epoll_wait(agent.epoll, events, 16, timeout);
+			due = -1;
+		}
+		if (n <= 0) {
+			int t = timeout;
+			if (due > 0 && (t < 0 || due < t))
+				t = due;
+			n = t == 0 ? 0 : epoll_wait(agent.epoll, events, 16, t);
+		}
 		if (n < 0 && errno != EINTR)
 			fatal("agent", strerror(errno));
 		if (agent.accept_paused && monotonic_ms() >= agent.paused_at + 100)
