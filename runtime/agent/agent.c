@@ -963,6 +963,7 @@ static struct agent {
 	const char *seccomp_claim; /* --seccomp-claim: the filter that takes back what the claim needed */
 	int claim_filter;          /* it, open, until loaded after the claim's answer (load_claim_filter) */
 	long long last_start;      /* when the last command started, in ms of CLOCK_MONOTONIC */
+	int started;               /* a command has started */
 } agent = {.landlock = {.fd = -1}, .stub_listener = -1, .rules = -1, .claim_filter = -1,
 	   .memfds = {[0 ... 63] = -1}, .egress_listener = -1, .egress = -1};
 
@@ -1907,6 +1908,7 @@ static void serve(struct conn *c)
 	if (pid) {
 		stdio_files_of(fds, r.tty ? 0 : nfds, master, &c->stdio);
 		agent.last_start = monotonic_ms();
+		agent.started = 1;
 	}
 	close_fds(fds, nfds);
 	agent_free_request(&r);
@@ -1969,13 +1971,14 @@ static void control(struct conn *c)
 #define ZYGOTE_AFTER_MS 50
 
 /* zygote_due: in how many ms the process kept ready is to be made (0:
- * now), or -1 for not (there is one, or the agent's filters and
- * capabilities are not final yet: before the seal, a pooled sandbox's
- * claim filter). */
+ * now), or -1 for not (there is one; the session has run no command yet,
+ * so an idle sandbox costs no more memory than it did; or the agent's
+ * filters and capabilities are not final yet: before the seal, a pooled
+ * sandbox's claim filter). */
 static int zygote_due(void)
 {
-	if (!spawn_shares_vm || zygote.pid > 0 || zygote.failed || !agent.sealed || agent.claim_filter >= 0 ||
-	    agent.broken)
+	if (!spawn_shares_vm || zygote.pid > 0 || zygote.failed || !agent.started || !agent.sealed ||
+	    agent.claim_filter >= 0 || agent.broken)
 		return -1;
 	for (struct conn *c = agent.conns; c; c = c->next)
 		if (c->pid) {
