@@ -617,3 +617,69 @@ func TestGVisorViewsShared(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// TestGVisorReadyProcess: under gVisor the agent clones the next command's
+// process while it is idle (a clone of the filtered agent costs gVisor
+// milliseconds). That process is as restricted as a command: the policy's
+// seccomp filter, no capability (also in a sandbox claimed from a pool,
+// whose agent held CAP_SYS_ADMIN until its claim). A command that stops or
+// kills it does not keep the next command from starting at once, and
+// `session kill` does not count it.
+func TestGVisorReadyProcess(t *testing.T) {
+	requireRunsc(t)
+	r := newRoot(t)
+	p := r.policy(enginePolicy("gvisor", "name = \"ready\"\n[exec]\nallow = [\"sh\", \"cat\", \"sleep\", \"true\"]\n"))
+	ws := workspace(t, 0)
+	// The agent's other child than this shell (the process the next
+	// command will run in), waited for: it is made once the agent is
+	// idle, while the shell starts. Its status, then what to do to it.
+	check := func(id, how, then string) {
+		t.Helper()
+		script := `i=0; while [ $i -lt 100 ]; do
+  for p in $(cat /proc/1/task/1/children); do [ "$p" != $$ ] && ready=$p; done
+  [ -n "$ready" ] && break; sleep 0.05; i=$((i+1))
+done
+[ -n "$ready" ] || { echo no ready process; exit 1; }
+cat /proc/$ready/status
+` + then
+		res := r.exec(id, nil, "sh", "-c", script)
+		if res.Exit != 0 {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %q", how, res.Exit, res.Stdout, res.Stderr)
+		}
+		for _, want := range []string{"Seccomp:\t2", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000"} {
+			if !strings.Contains(res.Stdout, want+"\n") {
+				t.Errorf("%s: the ready process's status lacks %q:\n%s", how, want, res.Stdout)
+			}
+		}
+	}
+	id := r.create("ready", p, ws)
+	run := func(how string) {
+		t.Helper()
+		start := time.Now()
+		res := r.exec(id, nil, "sh", "-c", "echo ran")
+		// A stopped process kept ready would be waited for 5 s.
+		if took := time.Since(start); res.Exit != 0 || res.Stdout != "ran\n" || took > 3*time.Second {
+			t.Errorf("a command %s: exit %d, stdout %q, stderr %q, took %s", how, res.Exit, res.Stdout, res.Stderr, took)
+		}
+	}
+	r.exec(id, nil, "true")
+	check(id, "a cold session", "kill -STOP $ready")
+	run("after the ready process was stopped")
+	check(id, "after a stop", "kill -KILL $ready")
+	run("after the ready process was killed")
+	check(id, "after a kill", "")
+	if res := r.warden("session", "kill", id); res.Exit != 0 || !strings.Contains(res.Stdout, "killed 0 process(es)") {
+		t.Errorf("session kill with only the ready process: exit %d, stdout %q, stderr %q; want 0 killed", res.Exit, res.Stdout, res.Stderr)
+	}
+	run("after session kill")
+	// Claimed from a pool: made after the claim dropped the agent's
+	// capabilities and loaded the claim's filter.
+	r.fill(p, 1)
+	r.waitPool(1)
+	pooled := r.create("ready", p, ws)
+	if st := r.poolStatus(); len(st) != 1 || st[0].Hits != 1 {
+		t.Fatalf("the session was not claimed from the pool: %+v", st)
+	}
+	r.exec(pooled, nil, "true")
+	check(pooled, "a claimed session", "")
+}

@@ -3,8 +3,11 @@
 package seccomp
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"os"
+	"sync"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	libseccomp "github.com/seccomp/libseccomp-golang"
@@ -15,7 +18,54 @@ import (
 // profile too, but answers every refusal with EPERM, where warden's
 // refusals carry their own errno (ENOSYS for clone3, which libc then
 // replaces with clone); a program loaded inside the sandbox keeps them.
+//
+// The program is a binary tree over the syscall numbers (libseccomp's
+// optimize level 2), not one comparison after another: gVisor runs a
+// task's filter for every syscall number each time the task clones (to
+// cache the actions that do not depend on arguments), so a linear
+// program of a few hundred rules cost every fork, thread and command
+// several milliseconds there. The tree decides the same.
+//
+// A program once compiled is kept (by the profile's content) for the
+// next sandbox of the same policy: libseccomp takes milliseconds to
+// build one, on every cold start.
 func WriteBPF(s *specs.LinuxSeccomp, path string) error {
+	text, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	key := sha256.Sum256(text)
+	compiled.Lock()
+	prog, ok := compiled.byKey[key]
+	compiled.Unlock()
+	if ok {
+		return os.WriteFile(path, prog, 0o644)
+	}
+	if err := writeBPF(s, path, 2); err != nil {
+		return err
+	}
+	prog, err = os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	compiled.Lock()
+	defer compiled.Unlock()
+	compiled.compiles++
+	if compiled.byKey == nil || len(compiled.byKey) >= 64 {
+		compiled.byKey = map[[32]byte][]byte{}
+	}
+	compiled.byKey[key] = prog
+	return nil
+}
+
+// compiled holds the programs WriteBPF built, by their profile's sum.
+var compiled struct {
+	sync.Mutex
+	byKey    map[[32]byte][]byte
+	compiles int // how many it built, for the tests
+}
+
+func writeBPF(s *specs.LinuxSeccomp, path string, optimize int) error {
 	def, err := bpfAction(s.DefaultAction, s.DefaultErrnoRet)
 	if err != nil {
 		return err
@@ -28,6 +78,9 @@ func WriteBPF(s *specs.LinuxSeccomp, path string) error {
 	// The sandbox's processes have no_new_privs already; the loader sets
 	// nothing else.
 	if err := f.SetNoNewPrivsBit(false); err != nil {
+		return err
+	}
+	if err := f.SetOptimize(optimize); err != nil {
 		return err
 	}
 	for _, a := range s.Architectures {

@@ -579,6 +579,160 @@ static int clone_main(void *arg)
 #define SPAWN_STACK (256 << 10)
 static char *spawn_stack;
 
+/* ---- a process cloned ahead (gVisor) -------------------------------- */
+
+/* gVisor runs a process's seccomp filter on every syscall number each time
+ * the process clones (it caches the answers that need no arguments), which
+ * makes a clone of the filtered agent cost milliseconds. So under gVisor
+ * the agent clones the next command's process while it is idle: a copy
+ * sharing its memory (as spawn's) that closes its copies of the agent's
+ * descriptors and waits on a socket for the command's descriptors; it then
+ * runs child_main like any command's process. It is made only once the
+ * agent's filters and capabilities are final (after the seal, and a
+ * pooled sandbox's claim filter), so it carries exactly what a command
+ * would; a command never runs in a process the agent did not restrict. */
+static struct {
+	pid_t pid;   /* 0: none ready */
+	int sock;    /* the agent's end of its socket, or -1 */
+	char *stack; /* its stack, SPAWN_STACK long, kept for the next one */
+	const struct child *volatile c; /* the command, set before it is woken */
+	int failed;  /* the last try failed (out of processes): not before a command ends */
+} zygote = {.sock = -1};
+
+static int zygote_main(void *arg)
+{
+	int sock = (int)(intptr_t)arg;
+	/* Only the agent's stdio and its own end stay: it must not keep the
+	 * agent's connections open, nor their files in the agent's epoll set. */
+	if (syscall(SYS_close_range, 3, sock - 1, 0) < 0 || syscall(SYS_close_range, sock + 1, ~0U, 0) < 0)
+		_exit(127);
+	char b = 1;
+	if (syscall(SYS_write, sock, &b, 1) != 1)
+		_exit(127);
+	/* The command: a byte, with errfd, stdin, stdout, stderr and the
+	 * ruled program's copy (if any) as descriptors. Raw calls: errno and
+	 * the rest of the thread's state are the agent's, which runs meanwhile. */
+	int got[5];
+	union {
+		char buf[CMSG_SPACE(sizeof got)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = &b, .iov_len = 1};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+	if (syscall(SYS_recvmsg, sock, &m, MSG_CMSG_CLOEXEC) != 1)
+		_exit(0); /* retired */
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(4 * sizeof(int)))
+		_exit(127);
+	int n = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+	memcpy(got, CMSG_DATA(cm), (size_t)n * sizeof(int));
+	/* The agent waits, its signals blocked, until this has run execve. */
+	struct child mine = *zygote.c;
+	for (int i = 0; i < 3; i++)
+		mine.fds[i] = got[i + 1];
+	mine.memfd = n > 4 ? got[4] : -1;
+	syscall(SYS_close, sock);
+	child_main(&mine, got[0]);
+	return 127;
+}
+
+/* zygote_make clones the next command's process, if none is ready, and
+ * waits (its signals blocked: the copy runs on the agent's memory) until
+ * it has closed its copies of the agent's descriptors. */
+static void zygote_make(void)
+{
+	if (zygote.pid > 0 || zygote.failed || (!zygote.stack && !(zygote.stack = malloc(SPAWN_STACK))))
+		return;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return;
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	pid_t pid = clone(zygote_main, zygote.stack + SPAWN_STACK, CLONE_VM | SIGCHLD, (void *)(intptr_t)sv[1]);
+	char b;
+	int ready = pid > 0 && read(sv[0], &b, 1) == 1;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(sv[1]);
+	if (ready) {
+		zygote.pid = pid;
+		zygote.sock = sv[0];
+		return;
+	}
+	close(sv[0]);
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		zygote.stack = NULL; /* the child's until it is gone; reaped with the others */
+	}
+	zygote.failed = 1;
+}
+
+/* zygote_retire ends the process kept ready, and waits for it. */
+static void zygote_retire(void)
+{
+	if (zygote.pid <= 0)
+		return;
+	kill(zygote.pid, SIGKILL);
+	while (waitpid(zygote.pid, NULL, 0) < 0 && errno == EINTR) {
+	}
+	close(zygote.sock);
+	zygote.sock = -1;
+	zygote.pid = 0;
+}
+
+/* zygote_gone: the reaper collected pid; 1 if it was the ready process. */
+static int zygote_gone(pid_t pid)
+{
+	if (pid <= 0 || pid != zygote.pid)
+		return 0;
+	close(zygote.sock);
+	zygote.sock = -1;
+	zygote.pid = 0;
+	return 1;
+}
+
+/* zygote_take hands c to the process kept ready: its pid, or 0 when there
+ * is none usable (it was stopped, or it is gone). The agent's signals are
+ * blocked. errfd is the write end of spawn's pipe. */
+static pid_t zygote_take(const struct child *c, int errfd)
+{
+	if (zygote.pid <= 0)
+		return 0;
+	/* A process of the sandbox may have stopped it (same user): a
+	 * stopped one is not waited for. */
+	siginfo_t si = {0};
+	if (waitid(P_PID, (id_t)zygote.pid, &si, WSTOPPED | WNOHANG | WNOWAIT) == 0 && si.si_pid == zygote.pid) {
+		zygote_retire();
+		return 0;
+	}
+	int fds[5] = {errfd, c->fds[0], c->fds[1], c->fds[2], c->memfd};
+	int n = c->memfd >= 0 ? 5 : 4;
+	union {
+		char buf[CMSG_SPACE(sizeof fds)];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof u);
+	char b = 1;
+	struct iovec iov = {.iov_base = &b, .iov_len = 1};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			   .msg_controllen = CMSG_SPACE((size_t)n * sizeof(int))};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, (size_t)n * sizeof(int));
+	zygote.c = c;
+	if (sendmsg(zygote.sock, &m, MSG_NOSIGNAL) != 1) {
+		zygote_retire();
+		return 0;
+	}
+	pid_t pid = zygote.pid;
+	close(zygote.sock);
+	zygote.sock = -1;
+	zygote.pid = 0;
+	return pid;
+}
+
 /* spawn forks a command and waits until it has run execve: 0, or the
  * errno it failed with (*in_cwd set when changing to the working folder
  * failed). *stopped is set when it did not get there in time (it is killed
@@ -593,12 +747,16 @@ static int spawn(const struct child *c, pid_t *pid, int *stopped, int *in_cwd)
 	sigset_t all, old;
 	/* read by the child while this waits: it lives as long as the wait */
 	struct spawn_arg a = {.c = c, .errfd = ep[1]};
+	int ready = 0; /* the process kept ready took it */
 	/* without memory for the stack, a fork */
 	int shared = spawn_stack || (spawn_stack = malloc(SPAWN_STACK));
 	if (shared) {
 		sigfillset(&all);
 		sigprocmask(SIG_BLOCK, &all, &old);
-		*pid = clone(clone_main, spawn_stack + SPAWN_STACK, CLONE_VM | SIGCHLD, &a);
+		*pid = zygote_take(c, ep[1]);
+		ready = *pid > 0;
+		if (!ready)
+			*pid = clone(clone_main, spawn_stack + SPAWN_STACK, CLONE_VM | SIGCHLD, &a);
 	} else {
 		*pid = fork();
 		if (*pid == 0) {
@@ -624,8 +782,10 @@ static int spawn(const struct child *c, pid_t *pid, int *stopped, int *in_cwd)
 		if (n <= 0) {
 			kill(*pid, SIGKILL);
 			*stopped = 1;
-			if (shared)
-				spawn_stack = NULL; /* the killed child's until it is gone */
+			if (ready)
+				zygote.stack = NULL; /* the killed child's until it is gone */
+			else if (shared)
+				spawn_stack = NULL;
 		} else {
 			/* EOF: the pipe closed with a successful execve */
 			struct spawn_error e = {0};
@@ -638,6 +798,11 @@ static int spawn(const struct child *c, pid_t *pid, int *stopped, int *in_cwd)
 	close(ep[0]);
 	if (shared)
 		sigprocmask(SIG_SETMASK, &old, NULL);
+	/* The process kept ready was stopped before it got to execve (a
+	 * command stopped it after the check): nothing ran, so once more in a
+	 * new process. */
+	if (ready && *stopped)
+		return spawn(c, pid, stopped, in_cwd);
 	return err;
 }
 
@@ -853,6 +1018,8 @@ static struct agent {
 	int claimed; /* a pooled gVisor agent has bound its session's folders (gvisor_claim) */
 	const char *seccomp_claim; /* --seccomp-claim: the filter that takes back what the claim needed */
 	int claim_filter;          /* it, open, until loaded after the claim's answer (load_claim_filter) */
+	long long last_start;      /* when the last command started, in ms of CLOCK_MONOTONIC */
+	int started;               /* a command has started */
 } agent = {.landlock = {.fd = -1}, .stub_listener = -1, .rules = -1, .claim_filter = -1,
 	   .memfds = {[0 ... 63] = -1}, .egress_listener = -1, .egress = -1};
 
@@ -1631,6 +1798,7 @@ static int cap_bounding(unsigned long long *set)
  * ambient, inheritable, permitted and effective sets, checked after. */
 static int drop_caps(void)
 {
+	zygote_retire(); /* made with the capabilities this drops */
 	unsigned long long bnd;
 	if (cap_bounding(&bnd) < 0)
 		return -1;
@@ -1811,8 +1979,11 @@ static void serve(struct conn *c)
 	/* A pooled sandbox seals before its first command at the latest. */
 	if ((!agent.gvisor || !r.tty || host >= 0) && seal(&ev) == 0 && !r.seal)
 		pid = start(&agent.cfg, &r, fds, nfds, &master, &ev);
-	if (pid)
+	if (pid) {
 		stdio_files_of(fds, r.tty ? 0 : nfds, master, &c->stdio);
+		agent.last_start = monotonic_ms();
+		agent.started = 1;
+	}
 	close_fds(fds, nfds);
 	agent_free_request(&r);
 	if (!pid && host >= 0)
@@ -1867,9 +2038,35 @@ static void control(struct conn *c)
 	free(msg);
 }
 
+/* How long a command runs before the agent clones the next one's process
+ * beside it: the clone holds the agent for its milliseconds, and a short
+ * command's end would wait for it. Once the commands have ended it is made
+ * at once, while the caller handles the last one's end. */
+#define ZYGOTE_AFTER_MS 50
+
+/* zygote_due: in how many ms the process kept ready is to be made (0:
+ * now), or -1 for not (there is one; the session has run no command yet,
+ * so an idle sandbox costs no more memory than it did; or the agent's
+ * filters and capabilities are not final yet: before the seal, a pooled
+ * sandbox's claim filter). */
+static int zygote_due(void)
+{
+	if (!agent.gvisor || zygote.pid > 0 || zygote.failed || !agent.started || !agent.sealed ||
+	    agent.claim_filter >= 0 || agent.broken)
+		return -1;
+	for (struct conn *c = agent.conns; c; c = c->next)
+		if (c->pid) {
+			long long left = agent.last_start + ZYGOTE_AFTER_MS - monotonic_ms();
+			return left > 0 ? (int)left : 0;
+		}
+	return 0;
+}
+
 /* running_command: pid is a command's that still runs. */
 static int running_command(pid_t pid)
 {
+	if (pid == zygote.pid && pid > 0)
+		return 1; /* the process kept ready holds nothing of a command's */
 	for (struct conn *c = agent.conns; c; c = c->next)
 		if (c->pid == pid)
 			return 1;
@@ -1892,7 +2089,7 @@ static void kill_leftovers(struct conn *c)
 			files.v[files.n++] = c->stdio.v[i];
 	}
 	c->pid = 0;
-	leftover_kill(&files, running_command);
+	leftover_kill(&files, running_command, zygote.pid);
 }
 
 /* reap collects every child, its own commands and reparented orphans,
@@ -1905,6 +2102,9 @@ static void reap(void)
 	int status;
 	pid_t pid;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (zygote_gone(pid))
+			continue;
+		zygote.failed = 0; /* a process ended: room for one again */
 		for (struct conn *c = agent.conns; c; c = c->next) {
 			if (c->pid != pid)
 				continue;
@@ -1962,6 +2162,7 @@ static int others(int *alive)
  * does. */
 static void kill_all(struct conn *c)
 {
+	zygote_retire(); /* the agent's own, not counted */
 	int alive, killed = 0;
 	long long deadline = monotonic_ms() + 5000;
 	for (;;) {
@@ -2193,6 +2394,7 @@ static void parse_flags(int argc, char **argv)
  * starts: under gVisor, which applies no filter of its own to them. */
 static void load_seccomp(const char *path)
 {
+	zygote_retire(); /* made under the filters before this one */
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0)
@@ -2299,7 +2501,20 @@ static void run(int argc, char **argv)
 			long long left = agent.paused_at + 100 - monotonic_ms();
 			timeout = left > 0 ? (int)left : 0;
 		}
-		int n = timeout == 0 ? 0 : epoll_wait(agent.epoll, events, 16, timeout);
+		int n = -1;
+		/* Idle, with its filters final: clone the next command's process
+		 * now rather than when a command comes. */
+		int due = zygote_due();
+		if (due == 0 && (n = epoll_wait(agent.epoll, events, 16, 0)) == 0) {
+			zygote_make();
+			due = -1;
+		}
+		if (n <= 0) {
+			int t = timeout;
+			if (due > 0 && (t < 0 || due < t))
+				t = due;
+			n = t == 0 ? 0 : epoll_wait(agent.epoll, events, 16, t);
+		}
 		if (n < 0 && errno != EINTR)
 			fatal("agent", strerror(errno));
 		if (agent.accept_paused && monotonic_ms() >= agent.paused_at + 100)

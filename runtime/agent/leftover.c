@@ -76,15 +76,21 @@ static int pid_name(const char *name, pid_t *pid)
 
 /* alone: PID 1 has no child left, so no process but the agent exists in
  * the sandbox (every other one descends from one of its children). */
-static int alone(void)
+static int alone(pid_t spare)
 {
-	char b[16];
+	char b[32];
 	int fd = open("/proc/1/task/1/children", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	ssize_t n = read(fd, b, sizeof b);
+	ssize_t n = read(fd, b, sizeof b - 1);
 	close(fd);
-	return n == 0;
+	if (n == 0)
+		return 1;
+	/* spare alone ("PID "): the agent's own process kept ready, which
+	 * starts nothing */
+	char want[16];
+	int len = spare > 0 ? snprintf(want, sizeof want, "%d ", (int)spare) : 0;
+	return len > 0 && n == len && memcmp(b, want, (size_t)len) == 0;
 }
 
 /* session_of is a process's session id (from /proc/PID/stat, which every
@@ -215,9 +221,9 @@ static void nap(int ms)
 	nanosleep(&t, NULL);
 }
 
-void leftover_kill(const struct stdio_files *files, int (*running)(pid_t))
+void leftover_kill(const struct stdio_files *files, int (*running)(pid_t), pid_t spare)
 {
-	if (files->n == 0 || alone())
+	if (files->n == 0 || alone(spare))
 		return;
 	for (int waited = 0, step = 1; kill_pass(files, running, 0) > 0; waited += step, step *= 2) {
 		if (waited >= GRACE_MS) {

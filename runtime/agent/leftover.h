@@ -22,7 +22,8 @@ void stdio_files_of(const int *fds, int nfds, int master, struct stdio_files *ou
  * the pids for which running is true, that still holds one of files after
  * a short grace (GRACE_MS): it runs once a command ended. A process whose
  * descriptors the agent cannot read counts as holding them, unless it is
- * in a running command's session. Cheap when the agent has no child left. */
-void leftover_kill(const struct stdio_files *files, int (*running)(pid_t));
+ * in a running command's session. Cheap when the agent has no child left
+ * but spare (its process kept ready; 0 for none). */
+void leftover_kill(const struct stdio_files *files, int (*running)(pid_t), pid_t spare);
 
 #endif

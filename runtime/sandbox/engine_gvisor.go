@@ -223,6 +223,15 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 		c.destroy()
 		return nil, err
 	}
+	// The agent's socket is waited for by its folder's events, not by
+	// polling: the watch exists before anything in the sandbox runs.
+	watch, err := watchFolder(share)
+	if err != nil {
+		return fail(err)
+	}
+	// Closed beside the start, not in it: closing an inotify instance
+	// waits for the kernel's grace period (SRCU), 10-20 ms here.
+	defer func() { go watch.close() }()
 	// The agent's stdout and stderr are runsc create's: the log file.
 	ctx, cancel := context.WithTimeout(context.Background(), gvisorStartTimeout)
 	defer cancel()
@@ -261,14 +270,17 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	// The agent binds its socket as it starts; the host's name for it is
 	// a link in the session's folder, which the sandbox cannot see.
 	shared := filepath.Join(share, "agent.sock")
-	for deadline := time.Now().Add(gvisorStartTimeout); ; time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(gvisorStartTimeout); ; {
 		if err := os.Link(shared, req.socket); err == nil {
 			break
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return fail(fmt.Errorf("agent socket: %w", err))
 		}
-		if st, err := c.status(); err != nil || st != running {
-			return fail(fmt.Errorf("start sandbox: the agent ended before it listened: %s", logTail(req.log, offset, err)))
+		if !watch.wait(50 * time.Millisecond) {
+			// Nothing came: is the sandbox still there?
+			if st, err := c.status(); err != nil || st != running {
+				return fail(fmt.Errorf("start sandbox: the agent ended before it listened: %s", logTail(req.log, offset, err)))
+			}
 		}
 		if time.Now().After(deadline) {
 			return fail(fmt.Errorf("start sandbox: the agent did not listen within %s", gvisorStartTimeout))
@@ -278,7 +290,7 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 	// folder is the host's again, so nothing in the sandbox can write to
 	// it (it is on the state root's file system) or bind a socket there.
 	// (The name exists from the agent's bind, a moment before it listens.)
-	for deadline := time.Now().Add(gvisorStartTimeout); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(gvisorStartTimeout); ; time.Sleep(100 * time.Microsecond) {
 		conn, err := wire.DialPacket(req.socket)
 		if err == nil {
 			conn.Close()
@@ -288,7 +300,8 @@ func (e *gvisorEngine) start(req startRequest) (container, error) {
 			return fail(fmt.Errorf("agent socket: %w", err))
 		}
 	}
-	for deadline := time.Now().Add(gvisorStartTimeout); ; time.Sleep(time.Millisecond) {
+	// The agent takes it once it has loaded its filter and sealed.
+	for deadline := time.Now().Add(gvisorStartTimeout); ; watch.wait(50 * time.Millisecond) {
 		if _, err := os.Lstat(shared); errors.Is(err, os.ErrNotExist) {
 			break
 		}
@@ -779,3 +792,38 @@ func (rt *Runtime) engineFor(p *policies.Policy) engine {
 	}
 	return rt.container
 }
+
+// folderWatch wakes a wait when a name is made in or removed from a
+// folder (inotify).
+type folderWatch struct{ fd int }
+
+func watchFolder(dir string) (*folderWatch, error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("inotify: %w", err)
+	}
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("inotify on %s: %w", dir, err)
+	}
+	return &folderWatch{fd: fd}, nil
+}
+
+// wait returns true once something changed in the folder since the last
+// wait, false when timeout passed first.
+func (w *folderWatch) wait(timeout time.Duration) bool {
+	fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, int(timeout.Milliseconds()))
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		time.Sleep(time.Millisecond) // never spin
+	}
+	var buf [4096]byte
+	for {
+		if k, err := unix.Read(w.fd, buf[:]); k <= 0 || err != nil {
+			break
+		}
+	}
+	return n > 0
+}
+
+func (w *folderWatch) close() { unix.Close(w.fd) }

@@ -364,8 +364,13 @@ func (rt *Runtime) bindSession(s *Session, mntns int, late []specs.Mount) (err e
 			s.StopEgress()
 		}
 	}()
-	if err := s.seal(late); err != nil {
-		return err
+	// A cold gVisor agent sealed as it started, before it took the
+	// host's first connection (gvisorEngine.start): it has nothing to
+	// bind, and answering a seal would only cost a round trip.
+	if _, gvisor := s.container.(*gvisorContainer); !gvisor || mntns >= 0 || len(late) > 0 {
+		if err := s.seal(late); err != nil {
+			return err
+		}
 	}
 	if err := s.serveRules(); err != nil {
 		return err
