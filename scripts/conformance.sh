@@ -88,6 +88,11 @@ for rt in "${runtimes[@]}"; do
 	printf '#!/bin/sh\n%s --root %s "$@"\n' "$line" "$work/roots/$rt" >"${cmd[$rt]}"
 	chmod +x "${cmd[$rt]}"
 done
+# cgroups lists the top-level cgroups named like the programs' container
+# ids (UUIDs), sorted.
+cgroups() {
+	ls /sys/fs/cgroup/pids /sys/fs/cgroup/unified 2>/dev/null | grep -E '^[0-9a-f]{8}-[0-9a-f]{4}-' | sort -u || true
+}
 declare -A ok_sum total_sum
 line=$(printf '%-40s' program)
 for rt in "${runtimes[@]}"; do
@@ -99,7 +104,14 @@ for n in "${tests[@]}"; do
 	line=$(printf '%-40s' "$n")
 	for rt in "${runtimes[@]}"; do
 		log="$OUT/$n.$rt.tap"
+		before=$(cgroups)
 		RUNTIME=${cmd[$rt]} timeout 120 "bin/$n" >"$log" 2>&1 || true
+		# The cgroup folders (named by container id) a runtime left behind
+		# for a deleted container are removed when empty.
+		for c in $(comm -13 <(echo "$before") <(cgroups)); do
+			echo "conformance: $n under $rt left cgroup /$c behind; removing it" >&2
+			rmdir /sys/fs/cgroup/*/"$c" 2>/dev/null || true
+		done
 		ok=$(grep -cE '^ok ' "$log" || true)
 		total=$(grep -cE '^(ok|not ok) ' "$log" || true)
 		# A program that dies before its TAP plan counts as one failure.
