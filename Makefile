@@ -81,7 +81,7 @@ k8s: build $(CRITEST) $(CRICTL) $(K8S_BUSYBOX) ## critest $(CRI_TOOLS_VERSION) f
 	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) WARDEN_CRITEST=$(CRITEST) WARDEN_CRICTL=$(CRICTL) WARDEN_K8S_BUSYBOX=$(K8S_BUSYBOX) \
 		go test -count=1 -timeout 30m -tags "$(TAGS)" -run '^TestCritest$$' -v ./integration/ $(if $(UPDATE),-update) 2>&1 | tee /tmp/warden-k8s.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
 
-conformance: build ## runtime-tools validation: warden beside runc, warden --engine gvisor beside runsc (root; ~15 min; UPDATE=1 rewrites docs/conformance.md's table)
+conformance: build ## runtime-tools validation: warden beside runc, warden --engine gvisor beside runsc (root; ~13 min; UPDATE=1 rewrites docs/conformance.md's table)
 	@test "$$(id -u)" = 0 || { echo "make conformance: needs root (real containers); run it with sudo" >&2; exit 1; }
 	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
 	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) \
