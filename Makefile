@@ -32,7 +32,7 @@ UNIT_PKGS  := ./cmd/... ./policies/... ./spec/... ./seccomp/... ./runtime/...
 CHAOS_ROUNDS ?= 50
 APT_PKGS   := libseccomp-dev runc bubblewrap busybox-static hyperfine curl jq python3 make gcc iproute2 containerd docker.io python3-requests python3-pip git docker-registry containernetworking-plugins nftables procps util-linux mypy nodejs chromium libpython3.11-testsuite
 
-.PHONY: build deps test integration python-client-test ts-client-build ts-client-test chaos k8s bench lint install clean help demo ci
+.PHONY: build deps test integration python-client-test ts-client-build ts-client-test chaos k8s conformance bench lint install clean help demo ci
 
 build: $(BIN) ## build bin/warden (static, cgo, seccomp)
 
@@ -59,7 +59,7 @@ test: ## unit tests (no root needed)
 integration: build ## end-to-end tests with real containers (root)
 	@test "$$(id -u)" = 0 || { echo "make integration: needs root (real containers); run it with sudo" >&2; exit 1; }
 	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
-	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) go test -count=1 -timeout 30m -tags "$(TAGS)" -skip '^TestCritest$$' -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
+	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) go test -count=1 -timeout 30m -tags "$(TAGS)" -skip '^(TestCritest|TestConformance)$$' -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
 
 python-client-test: build ## the Python client's type check and tests (clients/python) against a real daemon (root)
 	@test "$$(id -u)" = 0 || { echo "make python-client-test: needs root (real sandboxes); run it with sudo" >&2; exit 1; }
@@ -84,6 +84,12 @@ k8s: build $(CRITEST) $(CRICTL) $(GINKGO) $(K8S_BUSYBOX) ## critest $(CRI_TOOLS_
 	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
 	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) WARDEN_CRITEST=$(CRITEST) WARDEN_CRICTL=$(CRICTL) WARDEN_GINKGO=$(GINKGO) WARDEN_K8S_BUSYBOX=$(K8S_BUSYBOX) \
 		go test -count=1 -timeout 30m -tags "$(TAGS)" -run '^TestCritest$$' -v ./integration/ $(if $(UPDATE),-update) 2>&1 | tee /tmp/warden-k8s.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
+
+conformance: build ## runtime-tools validation: warden beside runc, warden --engine gvisor beside runsc (root; ~13 min; UPDATE=1 rewrites docs/conformance.md's table)
+	@test "$$(id -u)" = 0 || { echo "make conformance: needs root (real containers); run it with sudo" >&2; exit 1; }
+	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
+	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) \
+		go test -count=1 -timeout 90m -tags "$(TAGS)" -run '^TestConformance$$' -v ./integration/ $(if $(UPDATE),-update) 2>&1 | tee /tmp/warden-conformance.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
 
 # critest is a compiled Go test ("go install" refuses it): built from a
 # writable copy of the module.

@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-var updateDocs = flag.Bool("update", false, "rewrite the critest section of docs/kubernetes.md from this run (TestCritest)")
+var updateDocs = flag.Bool("update", false, "rewrite the table a doc keeps of this run: docs/kubernetes.md's critest section (TestCritest), docs/conformance.md's (TestConformance)")
 
 // critestHandlers are the CRI runtime handlers critest runs against, in
 // the order of the doc's table. The gVisor pair (runsc, and warden on its

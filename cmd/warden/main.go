@@ -78,6 +78,7 @@ func newApp() *cli.App {
 			runCommand,
 			startCommand,
 			stateCommand,
+			relayHookCommand,
 			killCommand,
 			deleteCommand,
 			psCommand,

@@ -175,6 +175,11 @@ func (o *Runtime) createGVisor(opts CreateOptions, run bool, bundle string, s *s
 		return -1, fmt.Errorf("state root: %w", err)
 	}
 	gvisorSpec(s, rec)
+	exe, err := os.Executable()
+	if err != nil {
+		return -1, err
+	}
+	relayHooks(s.Hooks, exe, bundle)
 	c.rec = gvisorRecord{Bundle: bundle, Flags: runscFlags(rec), Cgroup: s.Linux.CgroupsPath, Policy: rec, Created: time.Now().UTC()}
 	fail := func(err error) (int, error) {
 		c.destroy(true)
