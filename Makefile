@@ -137,7 +137,7 @@ lint: ## gofmt, go vet, staticcheck
 	@test -x $(TOOLS)/staticcheck || GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	$(TOOLS)/staticcheck -tags "$(TAGS)" ./...
 
-ci: deps build lint test integration python-client-test ts-client-test chaos k8s ## everything CI runs, on a fresh machine (root)
+ci: deps build lint test integration python-client-test ts-client-test chaos k8s conformance ## everything CI runs, on a fresh machine (root)
 
 demo: build ## bundle the web-fetch example policy and run a command in it under runc (root)
 	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps

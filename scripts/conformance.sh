@@ -93,6 +93,14 @@ done
 cgroups() {
 	ls /sys/fs/cgroup/pids /sys/fs/cgroup/unified 2>/dev/null | grep -E '^[0-9a-f]{8}-[0-9a-f]{4}-' | sort -u || true
 }
+# bundle_mounts lists the programs' bundles (TMPDIR/ocitestN) mounted on
+# the host: a runtime that honours a shared rootfsPropagation (runc)
+# propagates the container's root and its mounts back, and the program
+# cannot remove its bundle then.
+tmp=${TMPDIR:-/tmp}
+bundle_mounts() {
+	awk -v p="${tmp%/}/ocitest" 'index($5, p) == 1 && substr($5, length(p) + 1) ~ /^[0-9]+$/ { print $5 }' /proc/self/mountinfo | sort -u
+}
 declare -A ok_sum total_sum
 line=$(printf '%-40s' program)
 for rt in "${runtimes[@]}"; do
@@ -105,7 +113,13 @@ for n in "${tests[@]}"; do
 	for rt in "${runtimes[@]}"; do
 		log="$OUT/$n.$rt.tap"
 		before=$(cgroups)
+		mounted=$(bundle_mounts)
 		RUNTIME=${cmd[$rt]} timeout 120 "bin/$n" >"$log" 2>&1 || true
+		for m in $(comm -13 <(echo "$mounted") <(bundle_mounts)); do
+			echo "conformance: $n under $rt left its bundle $m mounted on the host; unmounting and removing it" >&2
+			umount -R "$m" 2>/dev/null || umount -R -l "$m" || true
+			rm -rf --one-file-system "$m"
+		done
 		# The cgroup folders (named by container id) a runtime left behind
 		# for a deleted container are removed when empty.
 		for c in $(comm -13 <(echo "$before") <(cgroups)); do
