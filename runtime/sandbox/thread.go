@@ -6,6 +6,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The main goroutine of every program that links this package keeps the
+// main thread, so no other goroutine ever runs there: the setns work of
+// OnOwnThread, and libcontainer's own goroutines that lock a thread into a
+// container being started, end their threads in other namespaces, and a
+// main thread left so would show the container as the process's /proc/self
+// and hold its mounts (or network) for the process's life. A program that
+// waits often on its main goroutine pays a thread hand-off per wait, so the
+// warden CLI runs on another goroutine and its main one waits once.
+func init() {
+	goruntime.LockOSThread()
+}
+
 // OnOwnThread runs f on an OS thread of its own that dies with it, so f
 // may leave that thread in another process's namespaces (setns) without
 // the runtime ever scheduling other code there. That thread is never the
@@ -13,10 +25,9 @@ import (
 // the process's (a daemon's /proc/self/mountinfo turned into a container's
 // when its main thread entered one).
 //
-// The main goroutine is not pinned to the main thread for this (that made
-// every wait of the OCI face's main goroutine a thread switch, ~3 ms of a
-// `warden run`); instead the rare goroutine that finds itself on the main
-// thread keeps it, untouched, while the work runs on another.
+// Should the main thread run it all the same (a program that unlocked its
+// main goroutine), the goroutine keeps the main thread, untouched, while
+// the work runs on another.
 func OnOwnThread(f func() error) error {
 	errc := make(chan error, 1)
 	go func() {

@@ -32,9 +32,9 @@ func threads(t *testing.T) int {
 
 // TestOnOwnThread: f never runs on the main thread (whose namespaces
 // /proc/self shows), its error comes back, and its threads end with it.
-// The main goroutine of a test binary is not pinned, so the runtime does
-// hand new goroutines to the main thread now and then; many calls from
-// many goroutines make that happen.
+// The package pins the main goroutine to the main thread (its init), so
+// this holds by that as well; many calls from many goroutines would show
+// it if that pin went.
 func TestOnOwnThread(t *testing.T) {
 	before := threads(t)
 	var wg sync.WaitGroup
