@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 
@@ -238,24 +237,17 @@ func idmappedClone(path string, ns int) (int, error) {
 // is made from a thread whose file-system ids are the container root's
 // (uid, gid) and which keeps its capabilities.
 func idmappedOverlay(path string, ns int, uid, gid uint32) (int, error) {
-	type result struct {
-		fd  int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// Never unlocked: the thread, its ids changed, ends with the
-		// goroutine instead of going back to the scheduler.
-		goruntime.LockOSThread()
+	// On a thread of its own that ends with it: its ids are changed.
+	fd := -1
+	err := sandbox.OnOwnThread(func() error {
 		if err := asContainerRoot(uid, gid); err != nil {
-			done <- result{-1, err}
-			return
+			return err
 		}
-		fd, err := overlayOverClones(path, ns)
-		done <- result{fd, err}
-	}()
-	r := <-done
-	return r.fd, r.err
+		var err error
+		fd, err = overlayOverClones(path, ns)
+		return err
+	})
+	return fd, err
 }
 
 // asContainerRoot sets this thread's file-system ids and keeps its
