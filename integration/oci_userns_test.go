@@ -281,3 +281,115 @@ func TestOCIPolicyUserNamespacePod(t *testing.T) {
 		t.Fatalf("pod container: exit %d %q %q (sandbox uid %s)", r.Exit, r.Stdout, r.Stderr, sbUID)
 	}
 }
+
+// A user namespace id lease whose container does not exist (its create
+// died between taking the lease and making the container, or its state
+// was removed without a delete) is collected by the next delete, its
+// id-mapped root unmounted; so is every such lease when a create finds no
+// block free. A lease a running create holds (locked), a young one, and a
+// living container's are kept, and that container goes on working.
+func TestOCIPolicyUserNamespaceLeaseCollected(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := filepath.Join(tempDir(t), "p.toml")
+	if err := os.WriteFile(policy, []byte("name = \"p\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	living := "living-" + randomHex(4)
+	if r := o.warden(t, "--policy", policy, "run", "-d", "--bundle", busyboxBundle(t, living, nil), living); r.Exit != 0 {
+		t.Fatalf("run: %s", r.Stderr)
+	}
+	t.Cleanup(func() { o.warden(t, "delete", "--force", living) })
+	leases := filepath.Join(o.root, "userns")
+	ents, err := os.ReadDir(leases)
+	if err != nil || len(ents) != 1 {
+		t.Fatalf("the living container's lease: %v %v", ents, err)
+	}
+	livingLease := ents[0].Name()
+
+	// What a crash leaves: leases of blocks no container has.
+	old := time.Now().Add(-time.Minute)
+	lease := func(block int, id string) string {
+		path := filepath.Join(leases, strconv.Itoa(3_145_728+block*65_536))
+		if err := os.WriteFile(path, []byte(id), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	crashed := "crashed-" + randomHex(4)
+	crashedLease := lease(1, crashed)
+	idroot := filepath.Join(o.root, "idroot", crashed)
+	if err := os.MkdirAll(idroot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, nil, "mount", "-t", "tmpfs", "tmpfs", idroot); r.Exit != 0 {
+		t.Fatalf("mount: %s", r.Stderr)
+	}
+	t.Cleanup(func() { syscall.Unmount(idroot, syscall.MNT_DETACH) })
+	creatingLease := lease(2, "creating-"+randomHex(4))
+	youngLease := lease(3, "young-"+randomHex(4))
+	for _, p := range []string{crashedLease, creatingLease, filepath.Join(leases, livingLease)} {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := os.Open(creatingLease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+
+	// The next delete (of any container) collects.
+	other := "other-" + randomHex(4)
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", busyboxBundle(t, other, func(s *specs.Spec) { s.Process.Args = []string{"true"} }), other); r.Exit != 0 {
+		t.Fatalf("run: %s", r.Stderr)
+	}
+	if r := o.warden(t, "delete", other); r.Exit != 0 && !strings.Contains(r.Stderr, "does not exist") {
+		t.Fatalf("delete: %s", r.Stderr)
+	}
+	if r := o.warden(t, "delete", "--force", "never-made-"+randomHex(4)); r.Exit != 0 {
+		t.Fatalf("delete --force of a container that does not exist: %s", r.Stderr)
+	}
+	if _, err := os.Stat(crashedLease); err == nil {
+		t.Error("a crashed create's lease was kept")
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), idroot) {
+		t.Error("a crashed create's id-mapped root is still mounted")
+	}
+	for _, p := range []string{creatingLease, youngLease, filepath.Join(leases, livingLease)} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("lease %s was collected: %v", filepath.Base(p), err)
+		}
+	}
+	if r := o.warden(t, "exec", living, "id", "-u"); r.Exit != 0 || strings.TrimSpace(r.Stdout) != "0" {
+		t.Fatalf("the living container after the collection: exit %d %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	held.Close()
+	os.Remove(creatingLease)
+	os.Remove(youngLease)
+
+	// Every other block leased by containers that are gone: a create
+	// collects them and gets one.
+	for b := range 4_096 {
+		p := filepath.Join(leases, strconv.Itoa(3_145_728+b*65_536))
+		if filepath.Base(p) == livingLease {
+			continue
+		}
+		if err := os.WriteFile(p, []byte("gone-"+strconv.Itoa(b)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := "full-" + randomHex(4)
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", busyboxBundle(t, full, func(s *specs.Spec) { s.Process.Args = []string{"id", "-u"} }), full); r.Exit != 0 || strings.TrimSpace(r.Stdout) != "0" {
+		t.Fatalf("create with every block leased by containers that are gone: exit %d %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	o.warden(t, "delete", "--force", full)
+	if ents, _ := os.ReadDir(leases); len(ents) != 1 || ents[0].Name() != livingLease {
+		t.Errorf("leases after the collection: %d (want only the living container's)", len(ents))
+	}
+}

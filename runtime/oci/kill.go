@@ -86,6 +86,7 @@ func (o *Runtime) Delete(id string, force bool) error {
 	err := o.deleteContainer(id, force)
 	if err == nil {
 		o.releaseUserns(id)
+		o.collectLeases()
 	}
 	return err
 }

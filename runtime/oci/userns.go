@@ -5,12 +5,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/moby/sys/mountinfo"
 
@@ -27,9 +29,12 @@ import (
 // A container under a policy whose config has no user namespace gets one:
 // its root is a block of unprivileged host ids of its own (uid and gid 0
 // -> the block's first, 65536 ids, as an image's users need), leased in
-// ROOT/userns/FIRST (a file naming the container, made with O_EXCL) so two
-// containers of one state root never share ids, and freed when it is
-// deleted. A container that joins a pod's or another container's
+// ROOT/userns/FIRST (a file naming the container, made with O_EXCL and
+// locked by the create that took it) so two containers of one state root
+// never share ids, and freed when it is deleted. A lease left by a create
+// that died before the container existed, or whose container's state was
+// removed without a delete, is collected by the next delete (or when no
+// block is free): unlocked, older than leaseGrace, naming no container. A container that joins a pod's or another container's
 // namespaces joins that one's user namespace instead, with its ids. The
 // image's root file system is mounted id-mapped (idRootDir), so its
 // files are still root's inside and what the container writes there is
@@ -38,6 +43,7 @@ const (
 	usernsFirst  = 3_145_728 // above the sessions' 3000000-3065536
 	usernsSize   = 65_536
 	usernsBlocks = 4_096
+	leaseGrace   = 10 * time.Second
 )
 
 // UsernsRange is the host id range containers' user namespaces come from,
@@ -63,8 +69,9 @@ func (o *Runtime) idRootDir(id string) string {
 // namespace, undone if the create fails.
 type usernsSetup struct {
 	*spec.UserNamespace
-	lease string // the id lease file it took, if any
-	root  string // the id-mapped root it mounted, if any
+	lease string   // the id lease file it took, if any
+	lock  *os.File // the lease, locked while this create runs
+	root  string   // the id-mapped root it mounted, if any
 }
 
 func (u *usernsSetup) undo() {
@@ -76,7 +83,10 @@ func (u *usernsSetup) undo() {
 	if u.lease != "" {
 		os.Remove(u.lease)
 	}
-	u.root, u.lease = "", ""
+	if u.lock != nil {
+		u.lock.Close()
+	}
+	u.root, u.lease, u.lock = "", "", nil
 }
 
 // planUserns chooses the user namespace a container under a policy gets
@@ -130,11 +140,24 @@ func (o *Runtime) planUserns(id string, s *specs.Spec) (*usernsSetup, error) {
 	return join, nil
 }
 
-// leaseUserns takes a free block of host ids for container id.
+// leaseUserns takes a free block of host ids for container id. When none
+// is free, the leases nothing holds any more are collected first.
 func (o *Runtime) leaseUserns(id string) (*usernsSetup, error) {
 	if err := os.MkdirAll(o.usernsDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("state root: %w", err)
 	}
+	u, err := o.takeLease(id)
+	if u == nil && err == nil && len(o.collectLeases()) > 0 {
+		u, err = o.takeLease(id)
+	}
+	if u == nil && err == nil {
+		return nil, fmt.Errorf("all %d blocks of user namespace ids (%s) are leased in %s by existing containers; delete containers to free them", usernsBlocks, UsernsRange, o.usernsDir())
+	}
+	return u, err
+}
+
+// takeLease returns nil, nil when every block is leased.
+func (o *Runtime) takeLease(id string) (*usernsSetup, error) {
 	start := rand.IntN(usernsBlocks) // another state root rarely picks the same
 	for i := range usernsBlocks {
 		first := uint32(usernsFirst + ((start+i)%usernsBlocks)*usernsSize)
@@ -143,19 +166,77 @@ func (o *Runtime) leaseUserns(id string) (*usernsSetup, error) {
 			continue
 		}
 		if err == nil {
-			_, err = f.WriteString(id)
-			if cerr := f.Close(); err == nil {
-				err = cerr
+			// Held until this process ends: a collector leaves a locked
+			// lease alone (its create is running).
+			if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+				_, err = f.WriteString(id)
 			}
 		}
 		if err != nil {
-			os.Remove(f.Name())
+			if f != nil {
+				os.Remove(f.Name())
+				f.Close()
+			}
 			return nil, fmt.Errorf("user namespace id lease: %w", err)
 		}
 		m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: first, Size: usernsSize}}
-		return &usernsSetup{UserNamespace: &spec.UserNamespace{UIDMappings: m, GIDMappings: m}, lease: f.Name()}, nil
+		return &usernsSetup{UserNamespace: &spec.UserNamespace{UIDMappings: m, GIDMappings: m}, lease: f.Name(), lock: f}, nil
 	}
-	return nil, fmt.Errorf("all %d blocks of user namespace ids (%s) are leased in %s; delete containers, or remove the leases of containers that no longer exist", usernsBlocks, UsernsRange, o.usernsDir())
+	return nil, nil
+}
+
+// collectLeases frees the leases of containers that do not exist: not
+// locked by a running create, older than leaseGrace (a create between
+// making its lease and locking it), naming no container of this state
+// root, and no create for that name running. Their id-mapped roots are
+// unmounted. It returns the leases removed.
+func (o *Runtime) collectLeases() []string {
+	entries, err := os.ReadDir(o.usernsDir())
+	if err != nil {
+		return nil
+	}
+	type lease struct {
+		path, id string
+		f        *os.File
+	}
+	var stale []lease
+	busy := map[string]bool{}
+	defer func() {
+		for _, l := range stale {
+			l.f.Close()
+		}
+	}()
+	for _, e := range entries {
+		path := filepath.Join(o.usernsDir(), e.Name())
+		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		data, _ := io.ReadAll(io.LimitReader(f, 512))
+		id := string(data)
+		var st unix.Stat_t
+		old := unix.Fstat(int(f.Fd()), &st) == nil && time.Since(time.Unix(st.Mtim.Unix())) > leaseGrace
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil || !old || checkContainerID(id) != nil || o.exists(id) {
+			busy[id] = true
+			f.Close()
+			continue
+		}
+		stale = append(stale, lease{path, id, f})
+	}
+	var removed []string
+	for _, l := range stale {
+		if busy[l.id] {
+			continue
+		}
+		o.unmountIDRoot(l.id)
+		if os.Remove(l.path) == nil {
+			removed = append(removed, l.path)
+		}
+	}
+	if len(removed) > 0 {
+		logrus.Infof("freed %d user namespace id leases of containers that no longer exist: %s", len(removed), strings.Join(removed, ", "))
+	}
+	return removed
 }
 
 // idmapRoot mounts the container's root file system id-mapped with its
@@ -369,12 +450,7 @@ func overlayOverClones(path string, ns int) (int, error) {
 // id: the id-mapped root is unmounted and the id lease freed. Called once
 // the container's processes are gone.
 func (o *Runtime) releaseUserns(id string) {
-	dir := o.idRootDir(id)
-	if err := unix.Unmount(dir, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		logrus.Warnf("container %s: unmount %s: %v", id, dir, err)
-	}
-	os.Remove(dir)
-	os.Remove(filepath.Dir(dir)) // when empty
+	o.unmountIDRoot(id)
 	entries, _ := os.ReadDir(o.usernsDir())
 	for _, e := range entries {
 		path := filepath.Join(o.usernsDir(), e.Name())
@@ -382,6 +458,15 @@ func (o *Runtime) releaseUserns(id string) {
 			os.Remove(path)
 		}
 	}
+}
+
+func (o *Runtime) unmountIDRoot(id string) {
+	dir := o.idRootDir(id)
+	if err := unix.Unmount(dir, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		logrus.Warnf("container %s: unmount %s: %v", id, dir, err)
+	}
+	os.Remove(dir)
+	os.Remove(filepath.Dir(dir)) // when empty
 }
 
 // ownedByHostUserns reports whether the namespace at path belongs to
