@@ -98,7 +98,8 @@ func (d *Daemon) claimOneShot(id string, c *createRequest) (*daemonSession, erro
 	if err != nil {
 		return nil, notPooled("%v", err)
 	}
-	if !d.pools.hasPolicy(p.Hash()) {
+	hash := p.Hash()
+	if !d.pools.hasPolicy(hash) {
 		return nil, notPooled("no pool keeps sandboxes of policy %s", p.Name)
 	}
 	if err := checkVars(c.Vars); err != nil {
@@ -117,7 +118,7 @@ func (d *Daemon) claimOneShot(id string, c *createRequest) (*daemonSession, erro
 	if err != nil {
 		return nil, notPooled("%v", err)
 	}
-	pc := d.pools.take(cs.Key(), p.Hash())
+	pc := d.pools.take(cs.Key(), hash)
 	if pc == nil {
 		return nil, notPooled("the pool of policy %s has no sandbox of these folders ready", p.Name)
 	}

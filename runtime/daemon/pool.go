@@ -38,6 +38,7 @@ type pool struct {
 	PoolRequest
 	name       string // the files, joined: a pool's identity
 	policy     *policies.Policy
+	hash       string // policy's Hash, made once: a claim compares it
 	policyText []byte // the files' content when the key was made
 	key        string
 	ready      []*sandbox.Pooled
@@ -127,7 +128,7 @@ func (ps *pools) apply(req PoolRequest, persist bool) error {
 	if err != nil {
 		return err
 	}
-	name := poolName(req.Files)
+	name, hash := poolName(req.Files), p.Hash()
 	ps.saveMu.Lock()
 	defer ps.saveMu.Unlock()
 	if persist {
@@ -145,7 +146,7 @@ func (ps *pools) apply(req PoolRequest, persist bool) error {
 	if pl.key != key {
 		retired, pl.ready = pl.ready, nil
 	}
-	pl.PoolRequest, pl.policy, pl.policyText, pl.key, pl.err = req, p, text, key, ""
+	pl.PoolRequest, pl.policy, pl.hash, pl.policyText, pl.key, pl.err = req, p, hash, text, key, ""
 	pl.failures, pl.retryAt = 0, time.Time{} // a fill tries at once
 	for len(pl.ready) > req.Size {
 		retired = append(retired, pl.ready[len(pl.ready)-1])
@@ -284,7 +285,7 @@ func (ps *pools) take(key, policyHash string) *sandbox.Pooled {
 			ps.starting[pc.ID] = true
 			return pc
 		}
-		if missed == nil && pl.policy != nil && pl.policy.Hash() == policyHash {
+		if missed == nil && pl.policy != nil && pl.hash == policyHash {
 			missed = pl
 		}
 	}
@@ -300,7 +301,7 @@ func (ps *pools) hasPolicy(hash string) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for _, pl := range ps.byName {
-		if pl.policy != nil && pl.policy.Hash() == hash {
+		if pl.policy != nil && pl.hash == hash {
 			return true
 		}
 	}
@@ -361,7 +362,7 @@ func (ps *pools) status(claimed map[string]int) []PoolInfo {
 				max(time.Until(pl.retryAt), 0).Round(time.Second))
 		}
 		if pl.policy != nil {
-			info.Policy, info.PolicyHash = pl.policy.Name, pl.policy.Hash()
+			info.Policy, info.PolicyHash = pl.policy.Name, pl.hash
 		}
 		out = append(out, info)
 	}
@@ -419,18 +420,19 @@ func (ps *pools) refresh() {
 		if err == nil && bytes.Equal(text, c.text) {
 			continue
 		}
-		key := ""
+		key, hash := "", ""
 		if err == nil {
 			key, err = ps.rt.PoolKey(p, c.vars)
+			hash = p.Hash()
 		}
 		ps.mu.Lock()
 		var retired []*sandbox.Pooled
 		if ps.byName[c.pl.name] == c.pl {
 			retired, c.pl.ready = c.pl.ready, nil
-			c.pl.policy, c.pl.policyText, c.pl.key, c.pl.err = p, text, key, ""
+			c.pl.policy, c.pl.hash, c.pl.policyText, c.pl.key, c.pl.err = p, hash, text, key, ""
 			c.pl.failures, c.pl.retryAt = 0, time.Time{}
 			if err != nil {
-				c.pl.policy, c.pl.err = nil, err.Error()
+				c.pl.policy, c.pl.hash, c.pl.err = nil, "", err.Error()
 			}
 		}
 		ps.mu.Unlock()

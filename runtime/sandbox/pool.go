@@ -516,6 +516,15 @@ type ClaimSpec struct {
 	bundleDir string
 }
 
+// policyHash is the hash of the policy the claim's spec was made from
+// (its annotation: Generate hashed that policy a moment ago).
+func (cs *ClaimSpec) policyHash(p *policies.Policy) string {
+	if h := cs.bundle.Spec.Annotations[spec.AnnotationPolicyHash]; h != "" {
+		return h
+	}
+	return p.Hash()
+}
+
 // Key is the warm pool whose containers can serve the claim.
 func (cs *ClaimSpec) Key() string { return cs.key }
 
@@ -625,7 +634,7 @@ func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ 
 	}
 	cfg.Identity = identity
 	s := &Session{
-		ID: cfg.ID, PolicyName: cfg.Policy.Name, PolicyHash: cfg.Policy.Hash(), PolicyTOML: pc.PolicyTOML,
+		ID: cfg.ID, PolicyName: cfg.Policy.Name, PolicyHash: cs.policyHash(cfg.Policy), PolicyTOML: pc.PolicyTOML,
 		Vars: cfg.Vars, Created: time.Now().UTC(), Identity: cfg.Identity, Container: pc.ID, Pool: pc.Key,
 		rt: rt, home: dir, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: cs.bundle.Spec.Process.Env,
 		container: pc.container, lastUsed: time.Now(), Commands: commandsOf(cs.bundle),
