@@ -116,13 +116,6 @@ func (o *Runtime) Create(opts CreateOptions, run bool) (int, error) {
 }
 
 func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.Spec, p *policies.Policy, file string, gvisor bool, userns *usernsSetup) (int, error) {
-	var caught func() chan os.Signal
-	if run && !opts.Detach && !gvisor {
-		// Caught while the container is made (catchSignals); a signal
-		// meanwhile is forwarded once its process runs, as one during the
-		// start always was.
-		caught = catchSignals()
-	}
 	var rec *policyRecord
 	var err error
 	if userns != nil {
@@ -184,7 +177,7 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 	}
 	detach := opts.Detach || !run
 	r := &processRun{container: c, init: true, detach: detach, pidFile: opts.PidFile,
-		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs, destroyOnExit: run, caught: caught}
+		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs, destroyOnExit: run}
 	if userns != nil {
 		r.afterDestroy = userns.undo
 	}

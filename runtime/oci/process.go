@@ -43,27 +43,6 @@ type processRun struct {
 	afterDestroy func()
 	// afterStart runs once the init exists, before its process starts.
 	afterStart func(pid int) error
-	// caught, when set, returns the signals to forward, which its caller
-	// began to catch while the container was being made (catchSignals).
-	caught func() chan os.Signal
-}
-
-// catchSignals starts catching every signal on a goroutine of its own and
-// returns a function that waits until they all are caught and returns
-// their channel. Go enables signals one at a time, each a round trip to
-// its signal thread (~0.6 ms for all of them): begun before a container is
-// made, that overlaps with the making.
-func catchSignals() func() chan os.Signal {
-	signals := make(chan os.Signal, 32)
-	done := make(chan struct{})
-	go func() {
-		signal.Notify(signals)
-		close(done)
-	}()
-	return func() chan os.Signal {
-		<-done
-		return signals
-	}
 }
 
 func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
@@ -114,10 +93,8 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			return -1, fmt.Errorf("set child subreaper: %w", err)
 		}
-		if r.caught == nil {
-			r.caught = catchSignals()
-		}
-		signals = r.caught()
+		signals = make(chan os.Signal, 32)
+		signal.Notify(signals)
 		defer signal.Stop(signals)
 	}
 	if r.init {
