@@ -129,11 +129,17 @@ func TestOCIPolicyUserNamespace(t *testing.T) {
 	if u3 := field(string(status3), "Uid:"); len(u3) == 0 || u3[0] != "0" {
 		t.Fatalf("without a policy the container's root is host root, got %v", u3)
 	}
-	// Deleted, nothing of its user namespace is left: no lease, no mount.
+	// Deleted, nothing of its user namespace is left: no lease, no mount;
+	// nor after a run in the foreground, which frees them itself.
 	for _, c := range []string{id, id2, id3} {
 		if r := o.warden(t, "delete", "--force", c); r.Exit != 0 {
 			t.Fatalf("delete %s: %s", c, r.Stderr)
 		}
+	}
+	id4 := "userns-" + randomHex(4)
+	bundle4 := busyboxBundle(t, id4, func(s *specs.Spec) { s.Process.Args = []string{"sh", "-c", "ls -ln /bin/busybox"} })
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", bundle4, id4); r.Exit != 0 || !strings.Contains(r.Stdout, " 0 ") {
+		t.Fatalf("a run in the foreground: exit %d %q %s", r.Exit, r.Stdout, r.Stderr)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(o.root, "userns")); len(ents) != 0 {
 		t.Errorf("user namespace leases left: %d", len(ents))

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -71,11 +72,11 @@ var sizeUnits = map[string]float64{
 	"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
 }
 
-var sizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)([A-Za-z]+)$`)
+var sizeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)([A-Za-z]+)$`) })
 
 // parseSize reads "256MiB", "1.5GiB", "100MB" or "4096B".
 func parseSize(s string) (int64, error) {
-	m := sizeRE.FindStringSubmatch(s)
+	m := sizeRE().FindStringSubmatch(s)
 	if m == nil {
 		return 0, fmt.Errorf("%q is not a size; write a number and a unit, e.g. \"256MiB\" (units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -131,7 +132,7 @@ func decode(file string, root *node) (*Policy, error) {
 	return p, nil
 }
 
-var namePartRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+var namePartRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`) })
 
 const maxNameLen = 1024
 
@@ -148,7 +149,7 @@ func checkName(s string) error {
 		if len(part) > 64 {
 			return fmt.Errorf("name %q is longer than 64 characters", part)
 		}
-		if !namePartRE.MatchString(part) {
+		if !namePartRE().MatchString(part) {
 			return fmt.Errorf("bad name %q; start with a lower-case letter or digit, then letters, digits, '.', '_' or '-' (e.g. \"web-fetch\")", s)
 		}
 	}
@@ -210,7 +211,7 @@ func decodeFS(d *decoder, t *table, p *Policy) error {
 	return nil
 }
 
-var execNameRE = regexp.MustCompile(`^[A-Za-z0-9._+-]+$`)
+var execNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._+-]+$`) })
 
 // SkillExecPrefix starts an exec.allow entry naming a program in the
 // skill's own folder.
@@ -246,7 +247,7 @@ func checkExec(s string) (string, error) {
 			return "", fmt.Errorf("%q is not a program", s)
 		}
 		return c, nil
-	case s == "." || s == ".." || !execNameRE.MatchString(s):
+	case s == "." || s == ".." || !execNameRE().MatchString(s):
 		return "", fmt.Errorf("bad program name %q; use letters, digits, '.', '_', '+' and '-', or an absolute path", s)
 	}
 	return s, nil
@@ -311,10 +312,10 @@ func decodeNetwork(d *decoder, t *table, p *Policy) error {
 	return nil
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 func checkEnvName(s string) (string, error) {
-	if !envNameRE.MatchString(s) {
+	if !envNameRE().MatchString(s) {
 		return "", fmt.Errorf("bad variable name %q; use letters, digits and _, not starting with a digit", s)
 	}
 	return s, nil

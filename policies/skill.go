@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -26,7 +27,7 @@ func ImportSkill(path string) (*Policy, error) {
 	return parseSkill(path, data)
 }
 
-var yamlLineRE = regexp.MustCompile(`line ([0-9]+)`)
+var yamlLineRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`line ([0-9]+)`) })
 
 var permissionKeys = []string{"fs", "network", "exec", "env", "limits"}
 
@@ -39,7 +40,7 @@ func parseSkill(file string, data []byte) (*Policy, error) {
 	if err := yaml.Unmarshal(front, &doc); err != nil {
 		msg := shiftYAMLLines(err.Error(), offset)
 		line := 0
-		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		if m := yamlLineRE().FindStringSubmatch(msg); m != nil {
 			line, _ = strconv.Atoi(m[1])
 		}
 		return nil, &Error{File: file, Line: line, Msg: "yaml front matter: " + strings.ReplaceAll(msg, "\n", "; ")}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -284,9 +285,11 @@ func flagNamed(flags []cli.Flag, name string) cli.Flag {
 // The flag package's words for a bad command line, which write every flag
 // with one dash and say only "parse error" of a bad value.
 var (
-	badValueRE    = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-(\S+): (.*)$`)
-	unknownFlagRE = regexp.MustCompile(`^flag provided but not defined: -(\S+)$`)
-	noValueRE     = regexp.MustCompile(`^flag needs an argument: -(\S+)$`)
+	badValueRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-(\S+): (.*)$`)
+	})
+	unknownFlagRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^flag provided but not defined: -(\S+)$`) })
+	noValueRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^flag needs an argument: -(\S+)$`) })
 )
 
 // flagSyntax is what "bad flag syntax" (---workspace) means to do.
@@ -297,12 +300,12 @@ const flagSyntax = "(a flag starts with - or --; an argument that starts with - 
 // command whose --help to point to.
 func usageError(err error, flags []cli.Flag, help string) error {
 	msg := err.Error()
-	if m := badValueRE.FindStringSubmatch(msg); m != nil {
+	if m := badValueRE().FindStringSubmatch(msg); m != nil {
 		value, _ := strconv.Unquote(m[1])
 		msg = badValue(flagNamed(flags, m[2]), dashed(m[2]), value, m[3])
-	} else if m := unknownFlagRE.FindStringSubmatch(msg); m != nil {
+	} else if m := unknownFlagRE().FindStringSubmatch(msg); m != nil {
 		msg = "unknown flag " + dashed(m[1])
-	} else if m := noValueRE.FindStringSubmatch(msg); m != nil {
+	} else if m := noValueRE().FindStringSubmatch(msg); m != nil {
 		msg = "flag " + dashed(m[1]) + " needs a value"
 	} else if strings.HasPrefix(msg, "bad flag syntax: ") {
 		msg += " " + flagSyntax

@@ -173,13 +173,13 @@ func (s *Server) approvalsEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // approvalID is the daemon's form of an approval's id.
-var approvalID = regexp.MustCompile(`^ap-[0-9a-f]{10}$`)
+var approvalID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ap-[0-9a-f]{10}$`) })
 
 // approvalAction is an approval's approve or deny button: the answer is
 // the login's (its name in the audit line, beside warden serve's uid).
 func (s *Server) approvalAction(w http.ResponseWriter, r *http.Request, l *login) {
 	id, op := r.PathValue("id"), r.PathValue("op")
-	if !approvalID.MatchString(id) {
+	if !approvalID().MatchString(id) {
 		http.Error(w, fmt.Sprintf("%q is not an approval id (ap- and 10 hex digits); the approvals page lists them", id), http.StatusBadRequest)
 		return
 	}

@@ -179,7 +179,7 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 	r := &processRun{container: c, init: true, detach: detach, pidFile: opts.PidFile,
 		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs, destroyOnExit: run}
 	if userns != nil {
-		r.afterDestroy = func() { o.releaseUserns(opts.ID) }
+		r.afterDestroy = userns.undo
 	}
 	if rec != nil {
 		r.afterStart = func(pid int) error {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
@@ -27,7 +28,10 @@ func isolateNetworkLocked(pid int) error {
 		return fmt.Errorf("network namespace of %d: %w", pid, err)
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
+	// Routing only: without families the handle opens a socket for each
+	// one netlink has (route, xfrm, netfilter), entering the namespace
+	// and leaving it again for every one.
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netlink in the container: %w", err)
 	}

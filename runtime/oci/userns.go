@@ -74,9 +74,15 @@ type usernsSetup struct {
 	root  string   // the id-mapped root it mounted, if any
 }
 
+// undo removes what the create made for its container's user namespace:
+// when the create fails, and when a run's container is destroyed (the
+// lease is known here; releaseUserns, for a later delete, reads every
+// lease to find it).
 func (u *usernsSetup) undo() {
 	if u.root != "" {
-		unix.Unmount(u.root, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		if err := unix.Unmount(u.root, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			logrus.Warnf("unmount %s: %v", u.root, err)
+		}
 		os.Remove(u.root)
 		os.Remove(filepath.Dir(u.root)) // when empty
 	}

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	goruntime "runtime"
 	"slices"
 	"sync"
-	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -248,32 +246,3 @@ func (c *usernsCache) prewarm(id spec.Identity) {
 // NewUserns returns a handle on a new user namespace with the mappings,
 // for idmapped mounts (MOUNT_ATTR_IDMAP): no process stays in it.
 func NewUserns(uids, gids []specs.LinuxIDMapping) (*os.File, error) { return newUserns(uids, gids) }
-
-// newUserns starts a process in a new user namespace with the mappings,
-// stopped by ptrace before it runs any code of its own, keeps a handle on
-// the namespace and kills the process.
-func newUserns(uids, gids []specs.LinuxIDMapping) (*os.File, error) {
-	goruntime.LockOSThread() // the tracer is this thread
-	defer goruntime.UnlockOSThread()
-	conv := func(in []specs.LinuxIDMapping) []syscall.SysProcIDMap {
-		var out []syscall.SysProcIDMap
-		for _, m := range in {
-			out = append(out, syscall.SysProcIDMap{ContainerID: int(m.ContainerID), HostID: int(m.HostID), Size: int(m.Size)})
-		}
-		return out
-	}
-	p, err := os.StartProcess("/proc/self/exe", []string{"warden-userns"}, &os.ProcAttr{Sys: &syscall.SysProcAttr{
-		Cloneflags: unix.CLONE_NEWUSER, UidMappings: conv(uids), GidMappings: conv(gids),
-		Ptrace: true, Pdeathsig: syscall.SIGKILL,
-	}})
-	if err != nil {
-		return nil, err
-	}
-	f, openErr := os.Open(fmt.Sprintf("/proc/%d/ns/user", p.Pid))
-	p.Kill()
-	p.Wait()
-	if openErr != nil {
-		return nil, errors.Join(errors.New("user namespace"), openErr)
-	}
-	return f, nil
-}

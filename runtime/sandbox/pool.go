@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -158,7 +159,7 @@ func splitLate(mounts []specs.Mount) (early, late []specs.Mount) {
 	return early, late
 }
 
-var maskNumber = regexp.MustCompile(`/masks/[0-9]+`)
+var maskNumber = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`/masks/[0-9]+`) })
 
 // sessionSpec generates the spec a session's sandbox runs from.
 func (rt *Runtime) sessionSpec(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string) (*spec.Bundle, error) {
@@ -325,7 +326,7 @@ func poolView(b *spec.Bundle, bundleDir string, engine policies.Engine) (key str
 		return "", nil, err
 	}
 	text := strings.ReplaceAll(string(view), bundleDir, "$BUNDLE")
-	text = maskNumber.ReplaceAllString(text, "/masks/N")
+	text = maskNumber().ReplaceAllString(text, "/masks/N")
 	sum := sha256.Sum256([]byte(text))
 	return hex.EncodeToString(sum[:12]), late, nil
 }
