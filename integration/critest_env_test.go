@@ -82,8 +82,9 @@ func takeHostSnapshot() hostSnapshot {
 
 // criID matches the pod sandbox or container a CNI cache file
 // (NETWORK-ID-IFNAME: warden-critest-ID-eth0, cni-loopback-ID-lo) or a
-// cgroup (test.slice:cri-containerd:ID) is of.
-var criID = regexp.MustCompile(`[-:]([0-9a-f]{64})(-[^-]+)?$`)
+// cgroup (test.slice:cri-containerd:ID, or k8s.io/ID for a pod without a
+// cgroup parent) is of.
+var criID = regexp.MustCompile(`(?:^|[-:])([0-9a-f]{64})(-[^-]+)?$`)
 
 // ownIDs are the pod sandboxes and containers this run's containerd made,
 // from its log: another critest run may share the host, and only this
@@ -338,7 +339,7 @@ func (e *criEnv) startContainerd(t *testing.T) {
 	// directory without default.toml, and containers that name no policy
 	// run as configured (the "warden" handler); the baseline handler's
 	// wrapper names its policy.
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "WARDEN_POLICY_DIR=" + filepath.Join(e.dir, "policies"), "WARDEN_ALLOW_UNCONFINED=1"}
+	cmd.Env = append(runscEnv(), "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "WARDEN_POLICY_DIR="+filepath.Join(e.dir, "policies"), "WARDEN_ALLOW_UNCONFINED=1")
 	e.launch(t, cmd, "containerd.log", func() bool {
 		c, err := net.Dial("unix", e.sock)
 		if err == nil {
@@ -380,9 +381,11 @@ func (e *criEnv) launch(t *testing.T, cmd *exec.Cmd, logName string, ready func(
 	t.Fatalf("%s did not start within 30s; its log:\n%s", cmd.Args[0], lastLines(string(log), 20))
 }
 
+// crictlRun runs crictl inside the private namespaces, where the CRI
+// plugin's streaming server (exec, attach, port-forward) listens.
 func (e *criEnv) crictlRun(t *testing.T, args ...string) sandboxResult {
 	t.Helper()
-	return run(t, nil, e.crictl, append([]string{"--runtime-endpoint", "unix://" + e.sock, "--image-endpoint", "unix://" + e.sock, "--timeout", "30s"}, args...)...)
+	return e.inNS(t, append([]string{e.crictl, "--runtime-endpoint", "unix://" + e.sock, "--image-endpoint", "unix://" + e.sock, "--timeout", "30s"}, args...)...)
 }
 
 // removePods removes every pod and container critest left behind (it

@@ -10,6 +10,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"github.com/warden-sandbox/warden/spec"
 )
 
@@ -54,6 +55,22 @@ func (o *Runtime) namespaceOwner(typ specs.LinuxNamespaceType, path string) (spe
 		owner.Container = c.ID()
 		rec, err := readRecord(c, o.stateDir())
 		owner.ClosedNetwork = err == nil && rec != nil && !rec.Network
+		return owner, nil
+	}
+	// A gVisor container's namespaces are its sandbox process's; a pod's
+	// containers join its sandbox's. Under runsc --network=none the host
+	// namespace keeps the interfaces CNI gave it (gVisor does not use
+	// them), so it is never a closed network.
+	gv, _ := os.ReadDir(filepath.Dir(o.gvisorDir("x")))
+	for _, e := range gv {
+		g, ok, err := o.loadGVisor(e.Name())
+		if !ok || err != nil || g.rec.Sandbox <= 0 || g.rec.Keeper != 0 {
+			continue
+		}
+		if start, err := sandbox.ProcessStart(g.rec.Sandbox); err != nil || start != g.rec.SandboxStart || !same(g.rec.Sandbox) {
+			continue
+		}
+		owner.Container = g.id
 		return owner, nil
 	}
 	if typ == specs.NetworkNamespace {
