@@ -2,7 +2,6 @@ package integration
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,18 +35,6 @@ func TestCRIPodGVisor(t *testing.T) {
 	for _, h := range []string{"warden-gvisor", "warden-gvisor-baseline"} {
 		t.Run(h, func(t *testing.T) { testCRIPod(t, e, h) })
 	}
-}
-
-// writeWrapper writes a script that runs warden with args before the
-// shim's: containerd passes a runtime no arguments of its own.
-func writeWrapper(t *testing.T, dir, name string, args ...string) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	script := fmt.Sprintf("#!/bin/sh\nexec %s %s \"$@\"\n", wardenBinary, strings.Join(args, " "))
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 func testCRIPod(t *testing.T, e *criEnv, handler string) {

@@ -352,6 +352,18 @@ func (e *criEnv) startContainerd(t *testing.T) {
 	}
 }
 
+// writeWrapper writes a script that runs warden with args before the
+// shim's: containerd passes a runtime no arguments of its own.
+func writeWrapper(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	script := fmt.Sprintf("#!/bin/sh\nexec %s %s \"$@\"\n", wardenBinary, strings.Join(args, " "))
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // launch starts a daemon inside the namespaces and waits until ready says so.
 func (e *criEnv) launch(t *testing.T, cmd *exec.Cmd, logName string, ready func() bool) {
 	t.Helper()

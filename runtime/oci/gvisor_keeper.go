@@ -59,6 +59,14 @@ func subcontainer(s *specs.Spec) bool {
 		(s.Annotations["io.kubernetes.cri.container-type"] == "" && s.Annotations["io.kubernetes.cri-o.ContainerType"] == "container")
 }
 
+// gvisorSandboxID is the sandbox a sub-container joins (specutils.SandboxID).
+func gvisorSandboxID(s *specs.Spec) string {
+	if id, ok := s.Annotations["io.kubernetes.cri.sandbox-id"]; ok {
+		return id
+	}
+	return s.Annotations["io.kubernetes.cri-o.SandboxID"]
+}
+
 // startKeeper starts the container's keeper with warden's stdio and waits
 // until it listens.
 func (c *gvisorContainer) startKeeper() error {

@@ -57,22 +57,6 @@ func (o *Runtime) namespaceOwner(typ specs.LinuxNamespaceType, path string) (spe
 		owner.ClosedNetwork = err == nil && rec != nil && !rec.Network
 		return owner, nil
 	}
-	// A gVisor container's namespaces are its sandbox process's; a pod's
-	// containers join its sandbox's. Under runsc --network=none the host
-	// namespace keeps the interfaces CNI gave it (gVisor does not use
-	// them), so it is never a closed network.
-	gv, _ := os.ReadDir(filepath.Dir(o.gvisorDir("x")))
-	for _, e := range gv {
-		g, ok, err := o.loadGVisor(e.Name())
-		if !ok || err != nil || g.rec.Sandbox <= 0 || g.rec.Keeper != 0 {
-			continue
-		}
-		if start, err := sandbox.ProcessStart(g.rec.Sandbox); err != nil || start != g.rec.SandboxStart || !same(g.rec.Sandbox) {
-			continue
-		}
-		owner.Container = g.id
-		return owner, nil
-	}
 	if typ == specs.NetworkNamespace {
 		procs, err := os.ReadDir("/proc")
 		if err != nil {
@@ -86,6 +70,39 @@ func (o *Runtime) namespaceOwner(typ specs.LinuxNamespaceType, path string) (spe
 		}
 	}
 	return owner, nil
+}
+
+// gvisorNamespaceOwner is namespaceOwner for a gVisor sub-container of
+// the sandbox sandboxID (a pod's container): runsc runs it inside that
+// sandbox, where the namespace paths only name what it shares with the
+// pod's other containers; it joins no host namespace. So the paths may
+// name only that sandbox's namespaces, whose network is gVisor's own:
+// closed when the sandbox runs with --network=none (runscFlags).
+func (o *Runtime) gvisorNamespaceOwner(sandboxID string) func(specs.LinuxNamespaceType, string) (spec.NamespaceOwner, error) {
+	return func(typ specs.LinuxNamespaceType, path string) (spec.NamespaceOwner, error) {
+		var owner spec.NamespaceOwner
+		name := nsFile[typ]
+		if name == "" {
+			return owner, fmt.Errorf("%s namespaces cannot be joined", typ)
+		}
+		g, ok, err := o.loadGVisor(sandboxID)
+		if !ok || err != nil || g.rec.Sandbox <= 0 || g.rec.Keeper != 0 {
+			return owner, nil
+		}
+		if start, err := sandbox.ProcessStart(g.rec.Sandbox); err != nil || start != g.rec.SandboxStart {
+			return owner, nil
+		}
+		var want, st unix.Stat_t
+		if err := unix.Stat(path, &want); err != nil {
+			return owner, err
+		}
+		if unix.Stat(filepath.Join("/proc", strconv.Itoa(g.rec.Sandbox), "ns", name), &st) != nil || st.Dev != want.Dev || st.Ino != want.Ino {
+			return owner, nil
+		}
+		owner.Container = g.id
+		owner.ClosedNetwork = g.rec.Policy != nil && !g.rec.Policy.Network
+		return owner, nil
+	}
 }
 
 // isContainer reports whether id is a container of this root (warden
