@@ -78,6 +78,16 @@ func testCRIPod(t *testing.T, e *criEnv, handler string) {
 	if r := e.crictlRun(t, "exec", ctrID, "sh", "-c", "echo exec works; exit 3"); r.Stdout != "exec works\n" || !strings.Contains(r.Stderr, "exit code 3") {
 		t.Errorf("crictl exec: exit %d, stdout %q, stderr %q; want %q and the command's exit code 3", r.Exit, r.Stdout, r.Stderr, "exec works\n")
 	}
+	// An exec the CRI plugin kills at its timeout (a kubelet probe's)
+	// ends in gVisor too, and the call returns at the timeout.
+	began = time.Now()
+	if r := e.crictlRun(t, "exec", "--sync", "--timeout", "1", ctrID, "sleep", "4321"); r.Exit == 0 || time.Since(began) > 20*time.Second {
+		t.Errorf("crictl exec --timeout 1 sleep 4321: exit %d after %s, stderr %q; want a timeout within seconds", r.Exit, time.Since(began).Round(time.Millisecond), r.Stderr)
+	}
+	waitFor(t, 10*time.Second, "the timed-out exec's process gone", func() bool {
+		r := e.crictlRun(t, "exec", ctrID, "ps")
+		return r.Exit == 0 && strings.Contains(r.Stdout, "ps") && !strings.Contains(r.Stdout, "sleep 4321")
+	})
 	waitFor(t, 10*time.Second, "the container's output in its log", func() bool {
 		return strings.Contains(e.crictlRun(t, "logs", ctrID).Stdout, "hello from the pod")
 	})

@@ -274,13 +274,7 @@ func (c *gvisorContainer) create(opts CreateOptions, sub bool) error {
 		return err
 	}
 	if opts.PidFile != "" {
-		// As runc: written last, whole, by rename (callers poll for it).
-		f := absPath(opts.PidFile)
-		tmp := filepath.Join(filepath.Dir(f), "."+filepath.Base(f))
-		if err := os.WriteFile(tmp, []byte(strconv.Itoa(pid)), 0o644); err != nil {
-			return err
-		}
-		return os.Rename(tmp, f)
+		return writePid(absPath(opts.PidFile), pid) // last, as runc
 	}
 	return nil
 }
@@ -530,7 +524,7 @@ func (c *gvisorContainer) kill(sig unix.Signal, all bool) error {
 		if all {
 			return nil
 		}
-		return fmt.Errorf("container %s is not running", c.id)
+		return notRunning(c.id)
 	}
 	return err
 }
@@ -592,7 +586,6 @@ func (c *gvisorContainer) exec(p *specs.Process, opts ExecOptions) (int, error) 
 	if err != nil {
 		return -1, err
 	}
-	// runsc exec --detach reads it before it returns.
 	defer os.Remove(f.Name())
 	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
@@ -601,15 +594,16 @@ func (c *gvisorContainer) exec(p *specs.Process, opts ExecOptions) (int, error) 
 	if err != nil {
 		return -1, err
 	}
+	if opts.Detach {
+		// It has read the file once the keeper is ready.
+		return 0, c.execByKeeper(f.Name(), opts)
+	}
 	args := []string{"exec", "--process", f.Name()}
 	if opts.PidFile != "" {
 		args = append(args, "--pid-file", absPath(opts.PidFile))
 	}
 	if opts.ConsoleSocket != "" {
 		args = append(args, "--console-socket", absPath(opts.ConsoleSocket))
-	}
-	if opts.Detach {
-		return 0, c.call(nil, append(args, "--detach", c.id)...)
 	}
 	// Signals go to the process by its pid in gVisor (runsc exec relays
 	// them itself only to a terminal's).

@@ -48,9 +48,6 @@ const GVisorKeeperCommand = "gvisor-keeper"
 
 const keeperSocket = "keeper.sock"
 
-// keeperReady bounds how long create waits for its keeper to listen.
-const keeperReady = 10 * time.Second
-
 // subcontainer reports whether runsc runs s inside another container's
 // sandbox: the container types CRI runtimes annotate (runsc's own test,
 // specutils.IsRootContainer).
@@ -70,33 +67,52 @@ func gvisorSandboxID(s *specs.Spec) string {
 // startKeeper starts the container's keeper with warden's stdio and waits
 // until it listens.
 func (c *gvisorContainer) startKeeper() error {
+	pid, start, err := c.spawnKeeper(c.id)
+	if err != nil {
+		return fmt.Errorf("the container's keeper: %w", err)
+	}
+	c.rec.Keeper, c.rec.KeeperStart = pid, start
+	return nil
+}
+
+// spawnKeeper starts warden's hidden keeper command with args, warden's
+// stdio and a pipe on fd 3, and waits until the keeper says it is ready
+// there (or why it is not). It returns the keeper's pid and start time.
+func (c *gvisorContainer) spawnKeeper(args ...string) (int, uint64, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	args := []string{"--root", c.o.Root}
+	global := []string{"--root", c.o.Root}
 	if c.o.LogFile != "" {
-		args = append(args, "--log", absPath(c.o.LogFile), "--log-format", c.o.LogFormat)
+		global = append(global, "--log", absPath(c.o.LogFile), "--log-format", c.o.LogFormat)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	defer r.Close()
-	cmd := exec.Command(exe, append(args, GVisorKeeperCommand, c.id)...)
+	cmd := exec.Command(exe, append(append(global, GVisorKeeperCommand), args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Dir = "/"
-	// Its own session: a terminal's signals for warden create are not the
-	// container's. Its parent is whoever reaps create's children (the
-	// shim, a subreaper) once create returns.
+	// Its own session: a terminal's signals for warden are not the
+	// container's. Its parent is whoever reaps warden's children (the
+	// shim, a subreaper) once warden returns.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
 	w.Close()
 	if err != nil {
-		return fmt.Errorf("starting the container's keeper: %w", err)
+		return 0, 0, err
 	}
-	go cmd.Wait()
+	// Read while it cannot have been reaped: it is never waited for here.
+	// The caller's reaper (the shim) must see its exit status, even when
+	// it ends before warden does.
+	start, err := sandbox.ProcessStart(cmd.Process.Pid)
+	if err != nil {
+		cmd.Process.Kill()
+		return 0, 0, err
+	}
 	msg := make(chan string, 1)
 	go func() {
 		data, _ := io.ReadAll(io.LimitReader(r, 4096))
@@ -109,18 +125,13 @@ func (c *gvisorContainer) startKeeper() error {
 			if m == "" {
 				m = "it exited"
 			}
-			return fmt.Errorf("the container's keeper did not start: %s", m)
+			return 0, 0, errors.New(m)
 		}
-	case <-time.After(keeperReady):
+	case <-time.After(gvisorTimeout):
 		cmd.Process.Kill()
-		return fmt.Errorf("the container's keeper did not listen within %s; it was killed", keeperReady)
+		return 0, 0, fmt.Errorf("not ready within %s; it was killed", gvisorTimeout)
 	}
-	start, err := sandbox.ProcessStart(cmd.Process.Pid)
-	if err != nil {
-		return fmt.Errorf("the container's keeper: %w", err)
-	}
-	c.rec.Keeper, c.rec.KeeperStart = cmd.Process.Pid, start
-	return nil
+	return cmd.Process.Pid, start, nil
 }
 
 // keeperAlive reports whether the container's keeper still runs (its pid
@@ -137,7 +148,7 @@ func (c *gvisorContainer) keeperAlive() bool {
 // ends of it, as runc's waiting init would.
 func (c *gvisorContainer) signalKeeper(sig unix.Signal) error {
 	if !c.keeperAlive() {
-		return fmt.Errorf("container %s is not running", c.id)
+		return notRunning(c.id)
 	}
 	return unix.Kill(c.rec.Keeper, sig)
 }
