@@ -19,7 +19,7 @@ import (
 func TestCRIPodGVisor(t *testing.T) {
 	crictl, busybox := os.Getenv("WARDEN_CRICTL"), os.Getenv("WARDEN_K8S_BUSYBOX")
 	if crictl == "" || busybox == "" {
-		t.Fatal("TestCRIPodGVisor needs WARDEN_CRICTL and WARDEN_K8S_BUSYBOX: run it as `make k8s` sets them (bin/tools/crictl-*, bin/tools/busybox-dynamic/bin/busybox)")
+		t.Fatal("TestCRIPodGVisor needs WARDEN_CRICTL and WARDEN_K8S_BUSYBOX: run `make integration` (it builds crictl and unpacks Debian's dynamic busybox into bin/tools)")
 	}
 	policy, err := filepath.Abs("../policies/baseline-container.toml")
 	if err != nil {
@@ -77,6 +77,12 @@ func testCRIPod(t *testing.T, e *criEnv, handler string) {
 	// crictl says the command's status in words and exits 1.
 	if r := e.crictlRun(t, "exec", ctrID, "sh", "-c", "echo exec works; exit 3"); r.Stdout != "exec works\n" || !strings.Contains(r.Stderr, "exit code 3") {
 		t.Errorf("crictl exec: exit %d, stdout %q, stderr %q; want %q and the command's exit code 3", r.Exit, r.Stdout, r.Stderr, "exec works\n")
+	}
+	// A process that ends before runsc exec reports its pid is an exec too.
+	for i := 0; i < 5; i++ {
+		if r := e.crictlRun(t, "exec", ctrID, "true"); r.Exit != 0 {
+			t.Errorf("crictl exec true (%d of 5): exit %d, %q", i+1, r.Exit, r.Stderr)
+		}
 	}
 	// An exec the CRI plugin kills at its timeout (a kubelet probe's)
 	// ends in gVisor too, and the call returns at the timeout.

@@ -92,25 +92,37 @@ func (o *Runtime) KeepGVisorExec(id, processFile, consoleSocket string, ready *o
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	// runsc exec writes the pid once the process runs; a short process
+	// may have ended by the time it is read.
 	var pid string
-	for deadline := time.Now().Add(gvisorTimeout); pid == ""; {
+	var waitErr error
+	ended := false
+	for deadline := time.Now().Add(gvisorTimeout); pid == "" && !ended; {
 		select {
-		case err := <-exited:
-			return fail(fmt.Errorf("runsc exec: %s", c.runscError(offset, err)))
+		case waitErr = <-exited:
+			ended = true
 		case <-time.After(5 * time.Millisecond):
 		}
 		if data, err := os.ReadFile(internal); err == nil {
 			pid = strings.TrimSpace(string(data))
 		}
-		if pid == "" && time.Now().After(deadline) {
+		if pid == "" && !ended && time.Now().After(deadline) {
 			cmd.Process.Kill()
 			return fail(fmt.Errorf("runsc exec did not start the process within %s; it was killed", gvisorTimeout))
 		}
 	}
-	done, err := c.guardExec(pid)
-	if err != nil {
-		cmd.Process.Kill()
-		return fail(fmt.Errorf("the exec's guard: %w", err))
+	if pid == "" {
+		if waitErr == nil {
+			waitErr = errors.New("it ended without starting the process")
+		}
+		return fail(fmt.Errorf("runsc exec: %s", c.runscError(offset, waitErr)))
+	}
+	var done *os.File
+	if !ended {
+		if done, err = c.guardExec(pid); err != nil {
+			cmd.Process.Kill()
+			return fail(fmt.Errorf("the exec's guard: %w", err))
+		}
 	}
 	ready.WriteString("ready")
 	ready.Close()
@@ -121,30 +133,31 @@ func (o *Runtime) KeepGVisorExec(id, processFile, consoleSocket string, ready *o
 		}
 		null.Close()
 	}
-	for {
+	for !ended {
 		select {
 		case sig := <-signals:
 			if err := c.call(io.Discard, "kill", "--pid", pid, id, strconv.Itoa(int(sig.(syscall.Signal)))); err != nil {
 				logrus.Debugf("container %s: passing %v on to pid %s: %v", id, sig, pid, err)
 			}
-		case err := <-exited:
+		case waitErr = <-exited:
+			ended = true
 			// The process ended: the guard has nothing left to kill.
 			done.WriteString("done")
 			done.Close()
-			var ee *exec.ExitError
-			switch {
-			case err == nil:
-				return 0
-			case errors.As(err, &ee):
-				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-					return 128 + int(ws.Signal())
-				}
-				return ee.ExitCode()
-			}
-			logrus.Errorf("container %s: runsc exec: %v", id, err)
-			return 125
 		}
 	}
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil:
+		return 0
+	case errors.As(waitErr, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	logrus.Errorf("container %s: runsc exec: %v", id, waitErr)
+	return 125
 }
 
 // guardExec starts the guard of the process pid (in gVisor): it kills the
