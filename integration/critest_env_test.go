@@ -476,6 +476,7 @@ func (e *criEnv) stop(t *testing.T) {
 	}
 	for _, c := range owned(added(e.before.cgroups, after.cgroups), ids) {
 		problems = append(problems, "cgroup left: "+c)
+		syscall.Rmdir(c) // its processes were killed above
 	}
 	if len(e.before.cgroups) == 0 {
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io")
