@@ -56,10 +56,10 @@ deps: ## install what building and testing need (apt packages, runc $(RUNC_VERSI
 test: ## unit tests (no root needed)
 	go test -count=1 $(UNIT_PKGS)
 
-integration: build ## end-to-end tests with real containers (root)
+integration: build $(CRICTL) $(K8S_BUSYBOX) ## end-to-end tests with real containers (root)
 	@test "$$(id -u)" = 0 || { echo "make integration: needs root (real containers); run it with sudo" >&2; exit 1; }
 	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
-	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) go test -count=1 -timeout 30m -tags "$(TAGS)" -skip '^(TestCritest|TestConformance)$$' -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
+	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) WARDEN_CRICTL=$(CRICTL) WARDEN_K8S_BUSYBOX=$(K8S_BUSYBOX) go test -count=1 -timeout 30m -tags "$(TAGS)" -skip '^(TestCritest|TestConformance)$$' -v ./integration/ 2>&1 | tee /tmp/warden-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; test $${PIPESTATUS[0]} = 0
 
 python-client-test: build ## the Python client's type check and tests (clients/python) against a real daemon (root)
 	@test "$$(id -u)" = 0 || { echo "make python-client-test: needs root (real sandboxes); run it with sudo" >&2; exit 1; }
@@ -79,7 +79,7 @@ ts-client-test: build ts-client-build ## the TypeScript client's tests (clients/
 	rc=$${PIPESTATUS[0]}; test $$rc = 0 || exit $$rc; \
 	grep -Eq '^# pass [1-9]' /tmp/warden-ts-client.log || { echo "make ts-client-test: no test ran" >&2; exit 1; }
 
-k8s: build $(CRITEST) $(CRICTL) $(GINKGO) $(K8S_BUSYBOX) ## critest $(CRI_TOOLS_VERSION) for runc, warden and warden under the baseline policy (root; UPDATE=1 rewrites docs/kubernetes.md's table)
+k8s: build $(CRITEST) $(CRICTL) $(GINKGO) $(K8S_BUSYBOX) ## critest $(CRI_TOOLS_VERSION) for runc, warden, warden under the baseline policy and warden on gVisor (root; UPDATE=1 rewrites docs/kubernetes.md's table)
 	@test "$$(id -u)" = 0 || { echo "make k8s: needs root (a private containerd runs real pods); run it with sudo" >&2; exit 1; }
 	@test -x $(RUNC) -a -x $(RUNSC) || $(MAKE) --no-print-directory deps
 	WARDEN_BINARY=$(CURDIR)/$(BIN) WARDEN_RUNC=$(RUNC) WARDEN_RUNSC=$(RUNSC) WARDEN_CRITEST=$(CRITEST) WARDEN_CRICTL=$(CRICTL) WARDEN_GINKGO=$(GINKGO) WARDEN_K8S_BUSYBOX=$(K8S_BUSYBOX) \

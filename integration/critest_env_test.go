@@ -82,8 +82,9 @@ func takeHostSnapshot() hostSnapshot {
 
 // criID matches the pod sandbox or container a CNI cache file
 // (NETWORK-ID-IFNAME: warden-critest-ID-eth0, cni-loopback-ID-lo) or a
-// cgroup (test.slice:cri-containerd:ID) is of.
-var criID = regexp.MustCompile(`[-:]([0-9a-f]{64})(-[^-]+)?$`)
+// cgroup (test.slice:cri-containerd:ID, or k8s.io/ID for a pod without a
+// cgroup parent) is of.
+var criID = regexp.MustCompile(`(?:^|[-:])([0-9a-f]{64})(-[^-]+)?$`)
 
 // ownIDs are the pod sandboxes and containers this run's containerd made,
 // from its log: another critest run may share the host, and only this
@@ -338,7 +339,7 @@ func (e *criEnv) startContainerd(t *testing.T) {
 	// directory without default.toml, and containers that name no policy
 	// run as configured (the "warden" handler); the baseline handler's
 	// wrapper names its policy.
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "WARDEN_POLICY_DIR=" + filepath.Join(e.dir, "policies"), "WARDEN_ALLOW_UNCONFINED=1"}
+	cmd.Env = append(runscEnv(), "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "WARDEN_POLICY_DIR="+filepath.Join(e.dir, "policies"), "WARDEN_ALLOW_UNCONFINED=1")
 	e.launch(t, cmd, "containerd.log", func() bool {
 		c, err := net.Dial("unix", e.sock)
 		if err == nil {
@@ -349,6 +350,18 @@ func (e *criEnv) startContainerd(t *testing.T) {
 	if r := e.crictlRun(t, "info"); r.Exit != 0 || !strings.Contains(r.Stdout, `"NetworkReady"`) {
 		t.Fatalf("crictl info: %s %s", r.Stdout, r.Stderr)
 	}
+}
+
+// writeWrapper writes a script that runs warden with args before the
+// shim's: containerd passes a runtime no arguments of its own.
+func writeWrapper(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	script := fmt.Sprintf("#!/bin/sh\nexec %s %s \"$@\"\n", wardenBinary, strings.Join(args, " "))
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // launch starts a daemon inside the namespaces and waits until ready says so.
@@ -380,9 +393,11 @@ func (e *criEnv) launch(t *testing.T, cmd *exec.Cmd, logName string, ready func(
 	t.Fatalf("%s did not start within 30s; its log:\n%s", cmd.Args[0], lastLines(string(log), 20))
 }
 
+// crictlRun runs crictl inside the private namespaces, where the CRI
+// plugin's streaming server (exec, attach, port-forward) listens.
 func (e *criEnv) crictlRun(t *testing.T, args ...string) sandboxResult {
 	t.Helper()
-	return run(t, nil, e.crictl, append([]string{"--runtime-endpoint", "unix://" + e.sock, "--image-endpoint", "unix://" + e.sock, "--timeout", "30s"}, args...)...)
+	return e.inNS(t, append([]string{e.crictl, "--runtime-endpoint", "unix://" + e.sock, "--image-endpoint", "unix://" + e.sock, "--timeout", "30s"}, args...)...)
 }
 
 // removePods removes every pod and container critest left behind (it
@@ -461,6 +476,7 @@ func (e *criEnv) stop(t *testing.T) {
 	}
 	for _, c := range owned(added(e.before.cgroups, after.cgroups), ids) {
 		problems = append(problems, "cgroup left: "+c)
+		syscall.Rmdir(c) // its processes were killed above
 	}
 	if len(e.before.cgroups) == 0 {
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io")

@@ -79,6 +79,7 @@ func newApp() *cli.App {
 			startCommand,
 			stateCommand,
 			relayHookCommand,
+			gvisorKeeperCommand,
 			killCommand,
 			deleteCommand,
 			psCommand,

@@ -120,7 +120,8 @@ func logError(err error) {
 
 // ociRuntime builds the OCI face from the global flags.
 func ociRuntime(cliContext *cli.Context) (*oci.Runtime, error) {
-	o := &oci.Runtime{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow, BindAllow: ociGlobals.bindAllow, HookAllow: ociGlobals.hookAllow, AllowUnconfined: ociGlobals.allowUnconfined, Engine: ociGlobals.engine}
+	o := &oci.Runtime{Root: cliContext.String("root"), PolicyDir: ociGlobals.policyDir, CapAllow: ociGlobals.capAllow, BindAllow: ociGlobals.bindAllow, HookAllow: ociGlobals.hookAllow, AllowUnconfined: ociGlobals.allowUnconfined, Engine: ociGlobals.engine,
+		LogFile: cliContext.String("log"), LogFormat: cliContext.String("log-format")}
 	if !filepath.IsAbs(o.Root) {
 		abs, err := filepath.Abs(o.Root)
 		if err != nil {

@@ -123,7 +123,7 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 		// cannot be id-mapped (the kernel or its file system cannot), the
 		// container runs as before, without one (install says so).
 		with := cloneSpec(s)
-		if rec, err = o.tighten(opts.ID, bundle, with, p, file, userns.UserNamespace); err != nil {
+		if rec, err = o.tighten(opts.ID, bundle, with, p, file, userns.UserNamespace, gvisor); err != nil {
 			return -1, err
 		}
 		if err := o.idmapRoot(opts.ID, with, userns); err != nil {
@@ -135,7 +135,7 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 		}
 	}
 	if userns == nil {
-		if rec, err = o.tighten(opts.ID, bundle, s, p, file, nil); err != nil {
+		if rec, err = o.tighten(opts.ID, bundle, s, p, file, nil, gvisor); err != nil {
 			return -1, err
 		}
 	}

@@ -45,6 +45,15 @@ type gvisorRecord struct {
 	Policy *policyRecord `json:"policy,omitempty"`
 	// Created is when warden made it (runsc's state does not say).
 	Created time.Time `json:"created"`
+	// Sandbox is the host process of the container's gVisor sandbox (the
+	// pod's, for a sub-container) and its start time: a container that
+	// joins its namespaces joins the container's (namespaceOwner).
+	Sandbox      int    `json:"sandbox,omitempty"`
+	SandboxStart uint64 `json:"sandboxStart,omitempty"`
+	// Keeper is the host process that stands for a sub-container's
+	// process, and its start time (gvisor_keeper.go).
+	Keeper      int    `json:"keeper,omitempty"`
+	KeeperStart uint64 `json:"keeperStart,omitempty"`
 }
 
 // gvisorTimeout bounds a runsc call that does not run the container's
@@ -200,22 +209,24 @@ func (o *Runtime) createGVisor(opts CreateOptions, run bool, bundle string, s *s
 			return fail(err)
 		}
 	}
-	verb := "create"
-	if run {
-		verb = "run"
+	if !run {
+		if err := c.create(opts, subcontainer(s)); err != nil {
+			return fail(err)
+		}
+		return 0, nil
 	}
-	args := []string{verb, "--bundle", c.dir}
+	args := []string{"run", "--bundle", c.dir}
 	if opts.PidFile != "" {
 		args = append(args, "--pid-file", absPath(opts.PidFile))
 	}
 	if opts.ConsoleSocket != "" {
 		args = append(args, "--console-socket", absPath(opts.ConsoleSocket))
 	}
-	if run && opts.Detach {
+	if opts.Detach {
 		args = append(args, "--detach")
 	}
 	args = append(args, opts.ID)
-	if !run || opts.Detach {
+	if opts.Detach {
 		if err := c.call(nil, args...); err != nil {
 			return fail(err)
 		}
@@ -227,6 +238,45 @@ func (o *Runtime) createGVisor(opts CreateOptions, run bool, bundle string, s *s
 	}, args...)
 	c.destroy(false)
 	return status, err
+}
+
+// create runs runsc create and writes the pid runc's callers wait for
+// into opts.PidFile: the sandbox's, or a sub-container's keeper's.
+func (c *gvisorContainer) create(opts CreateOptions, sub bool) error {
+	sandboxPid := filepath.Join(c.dir, "sandbox.pid")
+	args := []string{"create", "--bundle", c.dir, "--pid-file", sandboxPid}
+	if opts.ConsoleSocket != "" {
+		args = append(args, "--console-socket", absPath(opts.ConsoleSocket))
+	}
+	if err := c.call(nil, append(args, c.id)...); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(sandboxPid)
+	if err != nil {
+		return fmt.Errorf("runsc create: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return fmt.Errorf("runsc create wrote %q as the pid: %w", data, err)
+	}
+	start, err := sandbox.ProcessStart(pid)
+	if err != nil {
+		return fmt.Errorf("the container's sandbox: %w", err)
+	}
+	c.rec.Sandbox, c.rec.SandboxStart = pid, start
+	if sub {
+		if err := c.startKeeper(); err != nil {
+			return err
+		}
+		pid = c.rec.Keeper
+	}
+	if err := c.save(); err != nil {
+		return err
+	}
+	if opts.PidFile != "" {
+		return writePid(absPath(opts.PidFile), pid) // last, as runc
+	}
+	return nil
 }
 
 func absPath(p string) string {
@@ -376,6 +426,7 @@ func (c *gvisorContainer) destroy(force bool) error {
 	if err := c.call(io.Discard, args...); err != nil && !strings.Contains(err.Error(), "does not exist") {
 		return err
 	}
+	c.destroyKeeper()
 	if err := os.RemoveAll(c.dir); err != nil {
 		return err
 	}
@@ -428,7 +479,15 @@ func (c *gvisorContainer) state() (*ContainerState, error) {
 	if s, err := LoadBundleSpec(c.dir); err == nil {
 		cs.Rootfs, cs.OCIVersion = s.Root.Path, s.Version
 	}
-	if st.Status == "stopped" {
+	if c.rec.Keeper != 0 {
+		// runsc says the pod sandbox's pid; the keeper is the one create
+		// wrote. A sub-container whose keeper died before start ran nothing.
+		cs.Pid = c.rec.Keeper
+		if st.Status == "created" && !c.keeperAlive() {
+			cs.Status = "stopped"
+		}
+	}
+	if cs.Status == "stopped" {
 		cs.Pid = 0
 	}
 	if c.rec.Policy != nil {
@@ -437,9 +496,18 @@ func (c *gvisorContainer) state() (*ContainerState, error) {
 	return cs, nil
 }
 
-func (c *gvisorContainer) start() error { return c.call(nil, "start", c.id) }
+func (c *gvisorContainer) start() error {
+	if c.rec.Keeper != 0 {
+		return c.startByKeeper()
+	}
+	return c.call(nil, "start", c.id)
+}
 
 func (c *gvisorContainer) kill(sig unix.Signal, all bool) error {
+	if c.waitingKeeper() {
+		// Nothing runs in gVisor yet: the keeper stands for the process.
+		return c.signalKeeper(sig)
+	}
 	args := []string{"kill"}
 	if all {
 		args = append(args, "--all")
@@ -452,18 +520,18 @@ func (c *gvisorContainer) kill(sig unix.Signal, all bool) error {
 	// engine (and runc) do: --all succeeds, one signal is "not running".
 	// containerd's runc shim kills --all before every delete, and takes
 	// any other error for a failed stop (a pod's then never ends).
-	if st, serr := c.runscState(); serr == nil && st.Status == "stopped" {
+	if st, serr := c.state(); serr == nil && st.Status == "stopped" {
 		if all {
 			return nil
 		}
-		return fmt.Errorf("container %s is not running", c.id)
+		return notRunning(c.id)
 	}
 	return err
 }
 
 func (c *gvisorContainer) delete(force bool) error {
 	if !force {
-		st, err := c.runscState()
+		st, err := c.state()
 		if err != nil {
 			return err
 		}
@@ -518,7 +586,6 @@ func (c *gvisorContainer) exec(p *specs.Process, opts ExecOptions) (int, error) 
 	if err != nil {
 		return -1, err
 	}
-	// runsc exec --detach reads it before it returns.
 	defer os.Remove(f.Name())
 	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
@@ -527,15 +594,16 @@ func (c *gvisorContainer) exec(p *specs.Process, opts ExecOptions) (int, error) 
 	if err != nil {
 		return -1, err
 	}
+	if opts.Detach {
+		// It has read the file once the keeper is ready.
+		return 0, c.execByKeeper(f.Name(), opts)
+	}
 	args := []string{"exec", "--process", f.Name()}
 	if opts.PidFile != "" {
 		args = append(args, "--pid-file", absPath(opts.PidFile))
 	}
 	if opts.ConsoleSocket != "" {
 		args = append(args, "--console-socket", absPath(opts.ConsoleSocket))
-	}
-	if opts.Detach {
-		return 0, c.call(nil, append(args, "--detach", c.id)...)
 	}
 	// Signals go to the process by its pid in gVisor (runsc exec relays
 	// them itself only to a terminal's).

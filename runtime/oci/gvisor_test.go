@@ -133,3 +133,29 @@ func TestEngineFor(t *testing.T) {
 		}
 	}
 }
+
+// A sub-container is what runsc puts into another container's sandbox:
+// its test, the CRI runtimes' annotations (containerd's first).
+func TestSubcontainer(t *testing.T) {
+	for _, c := range []struct {
+		ann     map[string]string
+		sub     bool
+		sandbox string
+	}{
+		{nil, false, ""},
+		{map[string]string{"io.kubernetes.cri.container-type": "sandbox", "io.kubernetes.cri.sandbox-id": "p"}, false, "p"},
+		{map[string]string{"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-id": "p"}, true, "p"},
+		{map[string]string{"io.kubernetes.cri-o.ContainerType": "container", "io.kubernetes.cri-o.SandboxID": "q"}, true, "q"},
+		// containerd's type decides, as in runsc.
+		{map[string]string{"io.kubernetes.cri.container-type": "sandbox", "io.kubernetes.cri-o.ContainerType": "container"}, false, ""},
+		{map[string]string{"io.kubernetes.cri.container-type": "other"}, false, ""},
+	} {
+		s := &specs.Spec{Annotations: c.ann}
+		if got := subcontainer(s); got != c.sub {
+			t.Errorf("%v: subcontainer %v, want %v", c.ann, got, c.sub)
+		}
+		if got := gvisorSandboxID(s); got != c.sandbox {
+			t.Errorf("%v: sandbox %q, want %q", c.ann, got, c.sandbox)
+		}
+	}
+}

@@ -64,9 +64,17 @@ func (o *Runtime) Kill(id string, sig unix.Signal, all bool) error {
 		return nil
 	}
 	if errors.Is(err, libcontainer.ErrNotRunning) {
-		return fmt.Errorf("container %s is not running", id)
+		return notRunning(id)
 	}
 	return err
+}
+
+// notRunning is kill's error for a container whose process has ended, in
+// runc's words: containerd's shim takes an error holding "container not
+// running" for a process that already finished, any other for a failed
+// kill (and then fails to stop the pod).
+func notRunning(id string) error {
+	return fmt.Errorf("container not running: %s", id)
 }
 
 // Delete removes a stopped (or, with force, any) container.

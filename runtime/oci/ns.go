@@ -10,6 +10,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 	"github.com/warden-sandbox/warden/spec"
 )
 
@@ -69,6 +70,39 @@ func (o *Runtime) namespaceOwner(typ specs.LinuxNamespaceType, path string) (spe
 		}
 	}
 	return owner, nil
+}
+
+// gvisorNamespaceOwner is namespaceOwner for a gVisor sub-container of
+// the sandbox sandboxID (a pod's container): runsc runs it inside that
+// sandbox, where the namespace paths only name what it shares with the
+// pod's other containers; it joins no host namespace. So the paths may
+// name only that sandbox's namespaces, whose network is gVisor's own:
+// closed when the sandbox runs with --network=none (runscFlags).
+func (o *Runtime) gvisorNamespaceOwner(sandboxID string) func(specs.LinuxNamespaceType, string) (spec.NamespaceOwner, error) {
+	return func(typ specs.LinuxNamespaceType, path string) (spec.NamespaceOwner, error) {
+		var owner spec.NamespaceOwner
+		name := nsFile[typ]
+		if name == "" {
+			return owner, fmt.Errorf("%s namespaces cannot be joined", typ)
+		}
+		g, ok, err := o.loadGVisor(sandboxID)
+		if !ok || err != nil || g.rec.Sandbox <= 0 || g.rec.Keeper != 0 {
+			return owner, nil
+		}
+		if start, err := sandbox.ProcessStart(g.rec.Sandbox); err != nil || start != g.rec.SandboxStart {
+			return owner, nil
+		}
+		var want, st unix.Stat_t
+		if err := unix.Stat(path, &want); err != nil {
+			return owner, err
+		}
+		if unix.Stat(filepath.Join("/proc", strconv.Itoa(g.rec.Sandbox), "ns", name), &st) != nil || st.Dev != want.Dev || st.Ino != want.Ino {
+			return owner, nil
+		}
+		owner.Container = g.id
+		owner.ClosedNetwork = g.rec.Policy != nil && !g.rec.Policy.Network
+		return owner, nil
+	}
 }
 
 // isContainer reports whether id is a container of this root (warden

@@ -88,12 +88,16 @@ func (o *Runtime) choosePolicy(s *specs.Spec) (*policies.Policy, string, error) 
 
 // tighten applies the container's policy p (from file; nil: none) to
 // its spec.
-func (o *Runtime) tighten(id, bundle string, s *specs.Spec, p *policies.Policy, file string, userns *spec.UserNamespace) (*policyRecord, error) {
+func (o *Runtime) tighten(id, bundle string, s *specs.Spec, p *policies.Policy, file string, userns *spec.UserNamespace, gvisor bool) (*policyRecord, error) {
 	if p == nil {
 		return nil, nil
 	}
 	if err := checkNewCgroup(id, s, p.Name); err != nil {
 		return nil, err
+	}
+	owner := o.namespaceOwner
+	if gvisor && subcontainer(s) {
+		owner = o.gvisorNamespaceOwner(gvisorSandboxID(s))
 	}
 	home, _ := os.UserHomeDir()
 	changes, err := spec.Tighten(s, p, spec.TightenOptions{
@@ -103,7 +107,7 @@ func (o *Runtime) tighten(id, bundle string, s *specs.Spec, p *policies.Policy, 
 		Bundle:         bundle,
 		BindAllow:      o.BindAllow,
 		HookAllow:      o.HookAllow,
-		NamespaceOwner: o.namespaceOwner,
+		NamespaceOwner: owner,
 		IsContainer:    o.isContainer,
 		UserNamespace:  userns,
 	})

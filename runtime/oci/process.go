@@ -195,6 +195,10 @@ func writePidFile(path string, p *libcontainer.Process) error {
 	if err != nil {
 		return err
 	}
+	return writePid(path, pid)
+}
+
+func writePid(path string, pid int) error {
 	// A fresh temporary file, never one that exists (a symlink planted
 	// there would be followed and its target truncated), renamed over the
 	// pid file (which replaces a symlink there, never its target).

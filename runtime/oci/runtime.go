@@ -42,6 +42,10 @@ type Runtime struct {
 	// Engine is the isolation every container gets at least; a policy
 	// asking for a stronger one gets that (policies.Strongest).
 	Engine policies.Engine
+	// LogFile and LogFormat are the caller's --log and --log-format,
+	// handed on to the processes warden leaves running (a gVisor
+	// sub-container's keeper).
+	LogFile, LogFormat string
 }
 
 // checkContainerID accepts what runc accepts (every id an engine makes)

@@ -105,3 +105,29 @@ func (t *hostTerminal) restore() {
 		t.host.Reset()
 	}
 }
+
+// newTerminal makes a terminal and sends its master side to the caller's
+// console socket (SCM_RIGHTS, its name as the message, as runc does); it
+// returns the replica side, for a process of the gVisor engine (runsc
+// exec in the foreground does not use --console-socket itself).
+func newTerminal(socketPath string) (*os.File, error) {
+	master, replica, err := console.NewPty()
+	if err != nil {
+		return nil, fmt.Errorf("a terminal: %w", err)
+	}
+	defer master.Close()
+	tty, err := os.OpenFile(replica, os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("a terminal: %w", err)
+	}
+	conn, err := net.Dial("unix", socketPath)
+	if err == nil {
+		_, _, err = conn.(*net.UnixConn).WriteMsgUnix([]byte(replica), unix.UnixRights(int(master.Fd())), nil)
+		conn.Close()
+	}
+	if err != nil {
+		tty.Close()
+		return nil, fmt.Errorf("--console-socket %s: %w", socketPath, err)
+	}
+	return tty, nil
+}

@@ -589,7 +589,7 @@ func (c *gvisorContainer) record(pidFile, socket string, pooled bool) error {
 	if err != nil || pid <= 0 {
 		return fmt.Errorf("runsc's pid file %s: %q", pidFile, data)
 	}
-	start, err := processStart(pid)
+	start, err := ProcessStart(pid)
 	if err != nil {
 		return err
 	}
@@ -605,7 +605,7 @@ func (c *gvisorContainer) record(pidFile, socket string, pooled bool) error {
 		if err := json.Unmarshal(state, &st); err != nil || st.GoferPid <= 0 {
 			return fmt.Errorf("runsc's state names no gofer (%v)", err)
 		}
-		if r.GoferStart, err = processStart(st.GoferPid); err != nil {
+		if r.GoferStart, err = ProcessStart(st.GoferPid); err != nil {
 			return fmt.Errorf("the sandbox's gofer: %w", err)
 		}
 		r.GoferPid = st.GoferPid
@@ -640,7 +640,7 @@ func (c *gvisorContainer) lateNamespace() (*os.File, error) {
 		return nil, fmt.Errorf("the sandbox's gofer: %w", err)
 	}
 	// The pid could have died and been reused between load and Open.
-	if start, err := processStart(r.GoferPid); err != nil || start != r.GoferStart {
+	if start, err := ProcessStart(r.GoferPid); err != nil || start != r.GoferStart {
 		ns.Close()
 		return nil, errors.New("the sandbox's gofer is gone")
 	}
@@ -673,8 +673,8 @@ func (c *gvisorContainer) load() (gvisorRecord, error) {
 	return r, nil
 }
 
-// processStart is a process's start time, in clock ticks since boot.
-func processStart(pid int) (uint64, error) {
+// ProcessStart is a process's start time, in clock ticks since boot.
+func ProcessStart(pid int) (uint64, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -704,7 +704,7 @@ func (c *gvisorContainer) status() (containerStatus, error) {
 	if err != nil {
 		return 0, err
 	}
-	if start, err := processStart(r.Pid); err != nil || start != r.Start {
+	if start, err := ProcessStart(r.Pid); err != nil || start != r.Start {
 		return stopped, nil
 	}
 	// runsc's sandbox process can outlive the sandbox's kernel (one that
@@ -762,7 +762,7 @@ func (c *gvisorContainer) destroy() error {
 		errs = append(errs, err)
 	}
 	if r, err := c.load(); err == nil {
-		if start, err := processStart(r.Pid); err == nil && start == r.Start {
+		if start, err := ProcessStart(r.Pid); err == nil && start == r.Start {
 			unix.Kill(r.Pid, unix.SIGKILL)
 		}
 	}

@@ -91,7 +91,7 @@ func (s *Session) agentRoot() (root, pid int, ok bool) {
 	if err != nil {
 		return -1, 0, false
 	}
-	if now, err := processStart(pid); err != nil || now != start {
+	if now, err := ProcessStart(pid); err != nil || now != start {
 		unix.Close(root)
 		return -1, 0, false
 	}
