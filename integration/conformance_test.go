@@ -25,6 +25,11 @@ const (
 	// doc's row runs in all: some of the programs race with a loaded
 	// machine (docs/conformance.md names them).
 	conformanceTries = 3
+	// racyTries is the same for a program the doc says races: its race
+	// (runsc's, under either gVisor runtime) decides each run's counts,
+	// and one in two runs or more may end unequal within the pair. Each
+	// try of one program takes ~10 s.
+	racyTries = 10
 )
 
 // TestConformance runs scripts/conformance.sh as docs/conformance.md
@@ -64,10 +69,10 @@ func TestConformance(t *testing.T) {
 		}
 		return slices.Equal(r, docRows[name])
 	}
-	for try := 2; try <= conformanceTries; try++ {
+	for try := 2; try <= racyTries; try++ {
 		var again []string
 		for name, r := range rows {
-			if !settled(name, r) {
+			if !settled(name, r) && (try <= conformanceTries || racy[name] != "") {
 				again = append(again, name)
 			}
 		}
@@ -75,7 +80,7 @@ func TestConformance(t *testing.T) {
 			break
 		}
 		slices.Sort(again)
-		t.Logf("running again (try %d of %d): %s", try, conformanceTries, strings.Join(again, " "))
+		t.Logf("running again (try %d; %d for a program that races, else %d): %s", try, racyTries, conformanceTries, strings.Join(again, " "))
 		for name, r := range runConformance(t, runsc, fmt.Sprintf("try%d", try), again) {
 			if settled(name, r) {
 				rows[name] = r

@@ -27,13 +27,19 @@ src=$(go mod download -json github.com/opencontainers/runtime-tools@v0.9.0 | sed
 work=$(mktemp -d)
 runtimes=(warden runc warden-gvisor runsc)
 declare -A cmd=([warden]=$work/warden [runc]=$work/runc [warden-gvisor]=$work/warden-gvisor [runsc]=$work/runsc)
+# leftovers deletes the containers a program left under runtime $1: one
+# left running would hold the cgroup path the programs share
+# (/cgrouptest), and the next runtime's run would find it taken.
+leftovers() {
+	[ -x "${cmd[$1]}" ] || return 0
+	for id in $("${cmd[$1]}" list --quiet 2>/dev/null); do
+		echo "conformance: $1: deleting container $id, left behind" >&2
+		"${cmd[$1]}" delete --force "$id" >&2 || true
+	done
+}
 cleanup() {
 	for rt in "${runtimes[@]}"; do
-		[ -x "${cmd[$rt]}" ] || continue
-		for id in $("${cmd[$rt]}" list --quiet 2>/dev/null); do
-			echo "conformance: $rt: deleting container $id, left behind" >&2
-			"${cmd[$rt]}" delete --force "$id" >&2 || true
-		done
+		leftovers "$rt"
 	done
 	# runsc keeps an empty network namespace mounted in its root.
 	for m in $(awk -v r="$work/roots/" 'index($5, r) == 1 { print $5 }' /proc/self/mountinfo); do
@@ -115,6 +121,7 @@ for n in "${tests[@]}"; do
 		before=$(cgroups)
 		mounted=$(bundle_mounts)
 		RUNTIME=${cmd[$rt]} timeout 120 "bin/$n" >"$log" 2>&1 || true
+		leftovers "$rt"
 		for m in $(comm -13 <(echo "$mounted") <(bundle_mounts)); do
 			echo "conformance: $n under $rt left its bundle $m mounted on the host; unmounting and removing it" >&2
 			umount -R "$m" 2>/dev/null || umount -R -l "$m" || true
