@@ -990,7 +990,8 @@ static struct agent {
 	struct agent_config cfg;
 	int epoll, sigfd, sealed;
 	struct landlock landlock; /* filled by prepare, enforced by seal */
-	uint64_t prepared_for;    /* landlock_split_fingerprint at prepare */
+	struct strings split;     /* landlock_split_dirs of the hidden programs, made once */
+	uint64_t prepared_for;    /* their landlock_fingerprint at prepare */
 	int broken;               /* a Landlock step failed: no command runs */
 	struct buf why;           /* what failed */
 	struct conn *conns;
@@ -1020,7 +1021,7 @@ static struct agent {
 	int claim_filter;          /* it, open, until loaded after the claim's answer (load_claim_filter) */
 	long long last_start;      /* when the last command started, in ms of CLOCK_MONOTONIC */
 	int started;               /* a command has started */
-} agent = {.landlock = {.fd = -1}, .stub_listener = -1, .rules = -1, .claim_filter = -1,
+} agent = {.landlock = {.fd = -1, .spent = -1}, .stub_listener = -1, .rules = -1, .claim_filter = -1,
 	   .memfds = {[0 ... 63] = -1}, .egress_listener = -1, .egress = -1};
 
 static char listener_tag, signal_tag, stub_tag, rules_tag, egress_listener_tag, egress_tag;
@@ -1050,7 +1051,9 @@ static void prepare(void)
 		return;
 	struct rules rules = {0};
 	struct buf err = {0};
-	agent.prepared_for = landlock_split_fingerprint(agent.cfg.hidden.v, agent.cfg.hidden.n);
+	if (!agent.split.n && !agent.split.failed)
+		landlock_split_dirs(agent.cfg.hidden.v, agent.cfg.hidden.n, &agent.split);
+	agent.prepared_for = landlock_fingerprint(&agent.split);
 	landlock_base_rules(&agent.cfg, &rules);
 	if (rules.failed)
 		fail_landlock("out of memory");
@@ -1079,8 +1082,7 @@ static int seal(struct event *ev)
 		agent.sealed = 1;
 		return 0;
 	}
-	if (!agent.broken &&
-	    landlock_split_fingerprint(agent.cfg.hidden.v, agent.cfg.hidden.n) != agent.prepared_for) {
+	if (!agent.broken && landlock_fingerprint(&agent.split) != agent.prepared_for) {
 		if (agent.landlock.fd >= 0)
 			close(agent.landlock.fd);
 		agent.landlock.fd = -1;
@@ -1103,6 +1105,7 @@ static int seal(struct event *ev)
 	}
 	agent.sealed = 1;
 	strings_free(&agent.cfg.hidden); /* needed no more */
+	strings_free(&agent.split);
 	return 0;
 }
 
@@ -1144,7 +1147,7 @@ static void drop(struct conn *c)
 	 * the command could not start) are read first: closing over them
 	 * would reset the connection, losing the last event sent on it. */
 	char discard[64];
-	for (int i = 0; i < 64 && recv(c->fd, discard, sizeof discard, MSG_DONTWAIT) >= 0; i++) {
+	for (int i = 0; i < 64 && recv(c->fd, discard, sizeof discard, MSG_DONTWAIT) > 0; i++) {
 	}
 	close(c->fd); /* leaves the epoll set with it */
 	if (c->stub) {
@@ -1916,6 +1919,15 @@ static void load_claim_filter(void)
 	agent.claim_filter = -1;
 }
 
+/* commands_running says a command started by the host is running. */
+static int commands_running(void)
+{
+	for (struct conn *c = agent.conns; c; c = c->next)
+		if (c->pid)
+			return 1;
+	return 0;
+}
+
 /* serve handles a connection's first message: a seal or a command. */
 static void serve(struct conn *c)
 {
@@ -2508,6 +2520,13 @@ static void run(int argc, char **argv)
 		if (due == 0 && (n = epoll_wait(agent.epoll, events, 16, 0)) == 0) {
 			zygote_make();
 			due = -1;
+		}
+		/* The spent ruleset is let go once no command runs and none
+		 * waits: freeing its rules then delays no command, nor the end
+		 * the host waits for. A one-shot sandbox never pays it. */
+		if (n <= 0 && agent.landlock.spent >= 0 && !commands_running() && (n = epoll_wait(agent.epoll, events, 16, 0)) == 0) {
+			close(agent.landlock.spent);
+			agent.landlock.spent = -1;
 		}
 		if (n <= 0) {
 			int t = timeout;

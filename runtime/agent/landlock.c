@@ -171,8 +171,8 @@ static void sort_unique(struct strings *s)
  * files: listing any folder, and reading every file and folder that is
  * neither hidden nor above a hidden one; those folders are split into
  * their entries. Symbolic links get no rule: what they point at decides. */
-/* split_dirs lists the folders above the hidden files, sorted. */
-static void split_dirs(char *const *hidden, int n, struct strings *split)
+/* landlock_split_dirs lists the folders above the hidden files, sorted. */
+void landlock_split_dirs(char *const *hidden, int n, struct strings *split)
 {
 	for (int i = 0; i < n; i++) {
 		char *d = dir_of(hidden[i]);
@@ -186,15 +186,13 @@ static void split_dirs(char *const *hidden, int n, struct strings *split)
 	sort_unique(split);
 }
 
-uint64_t landlock_split_fingerprint(char *const *hidden, int n)
+uint64_t landlock_fingerprint(const struct strings *split)
 {
-	struct strings split = {0};
-	split_dirs(hidden, n, &split);
 	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-	for (int i = 0; i < split.n; i++) {
+	for (int i = 0; i < split->n; i++) {
 		struct stat st;
 		long long v[6] = {-1, -1, -1, -1, -1, -1};
-		if (stat(split.v[i], &st) == 0) {
+		if (stat(split->v[i], &st) == 0) {
 			v[0] = (long long)st.st_dev, v[1] = (long long)st.st_ino;
 			v[2] = st.st_mtim.tv_sec, v[3] = st.st_mtim.tv_nsec;
 			v[4] = st.st_ctim.tv_sec, v[5] = st.st_ctim.tv_nsec;
@@ -203,9 +201,8 @@ uint64_t landlock_split_fingerprint(char *const *hidden, int n)
 		for (size_t k = 0; k < sizeof v; k++)
 			h = (h ^ b[k]) * 1099511628211ULL;
 	}
-	if (split.failed)
+	if (split->failed)
 		h = ~h;
-	strings_free(&split);
 	return h;
 }
 
@@ -219,7 +216,7 @@ void landlock_readable_except(char *const *hidden, int n, struct rules *out)
 	for (int i = 0; i < n; i++)
 		strings_add(&hide, hidden[i]);
 	sort_unique(&hide);
-	split_dirs(hidden, n, &split);
+	landlock_split_dirs(hidden, n, &split);
 	struct rules dirs = {0}, files = {0};
 	for (int i = 0; i < split.n; i++) {
 		DIR *dir = opendir(split.v[i]);
@@ -358,7 +355,7 @@ uint64_t landlock_handled(int abi)
 int landlock_begin(struct landlock *l, int refer, struct buf *err)
 {
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-	*l = (struct landlock){.fd = -1, .handled = landlock_handled(abi < 0 ? 0 : (int)abi)};
+	*l = (struct landlock){.fd = -1, .spent = -1, .handled = landlock_handled(abi < 0 ? 0 : (int)abi)};
 	/* No Landlock, or no "refer" when a rule needs it: go-landlock's
 	 * best effort then restricts nothing. */
 	if (!l->handled || (refer && !(l->handled & LL_REFER)))
@@ -419,7 +416,10 @@ int landlock_enforce(struct landlock *l, struct buf *err)
 		buf_puts(err, strerror(errno));
 		rc = -1;
 	}
-	close(l->fd);
+	if (rc == 0 && l->spent < 0)
+		l->spent = l->fd;
+	else
+		close(l->fd);
 	l->fd = -1;
 	return rc;
 }

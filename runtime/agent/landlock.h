@@ -47,10 +47,12 @@ void landlock_base_rules(const struct agent_config *cfg, struct rules *out);
 void landlock_session_rules(const struct agent_config *cfg, struct rules *out);
 /* landlock_readable_except: reading everything but the hidden files. */
 void landlock_readable_except(char *const *hidden, int n, struct rules *out);
-/* landlock_split_fingerprint changes when a folder whose entries get
- * rules of their own (one above a hidden file) gains, loses or replaces
- * an entry: rules attach to the inodes there when they are made. */
-uint64_t landlock_split_fingerprint(char *const *hidden, int n);
+/* landlock_split_dirs lists the folders whose entries get rules of their
+ * own (those above a hidden file), sorted. landlock_fingerprint of that
+ * list changes when one of them gains, loses or replaces an entry: rules
+ * attach to the inodes there when they are made. */
+void landlock_split_dirs(char *const *hidden, int n, struct strings *split);
+uint64_t landlock_fingerprint(const struct strings *split);
 /* landlock_executables adds each ELF program's interpreter. */
 void landlock_executables(char *const *exes, int n, struct strings *out);
 /* elf_interp reads a program's PT_INTERP; 0 when it has one. */
@@ -62,9 +64,13 @@ uint64_t landlock_handled(int abi);
  * cannot enforce it and best effort restricts nothing; refer says rules
  * will need "refer"), landlock_add adds rules downgraded to what the
  * kernel knows, landlock_enforce restricts the agent and every command it
- * will start. Each returns -1 with err saying why it failed. */
+ * will start. Each returns -1 with err saying why it failed. Once enforced
+ * the ruleset's descriptor is spent: closing it frees its rules, a
+ * thousand and more where exec.allow hides the system's other programs
+ * (~0.4 ms), so the caller closes it when that costs no command time. */
 struct landlock {
 	int fd;
+	int spent; /* the enforced ruleset, still open, or -1 */
 	uint64_t handled;
 };
 int landlock_begin(struct landlock *l, int refer, struct buf *err);
