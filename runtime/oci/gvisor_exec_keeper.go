@@ -56,14 +56,10 @@ func (c *gvisorContainer) execByKeeper(processFile string, opts ExecOptions) err
 // processFile in container id, writes "ready" to ready once it runs (or
 // why it does not), and returns its exit status.
 func (o *Runtime) KeepGVisorExec(id, processFile, consoleSocket string, ready *os.File) int {
-	fail := func(err error) int {
-		ready.WriteString(err.Error())
-		ready.Close()
-		return 125
-	}
-	c, ok, err := o.loadGVisor(id)
-	if !ok || err != nil {
-		return fail(fmt.Errorf("container %s: no record (%v)", id, err))
+	fail := func(err error) int { return keeperFailed(ready, err) }
+	c, err := o.loadKept(id)
+	if err != nil {
+		return fail(err)
 	}
 	defer os.Remove(processFile)
 	internal := strings.TrimSuffix(processFile, ".json") + ".pid"

@@ -200,19 +200,32 @@ func (c *gvisorContainer) destroyKeeper() {
 	}
 }
 
+// loadKept is the record of the container a keeper keeps.
+func (o *Runtime) loadKept(id string) (*gvisorContainer, error) {
+	c, ok, err := o.loadGVisor(id)
+	if !ok || err != nil {
+		return nil, fmt.Errorf("container %s: no record (%v)", id, err)
+	}
+	return c, nil
+}
+
+// keeperFailed tells whoever waits on ready why the keeper cannot keep,
+// and is the keeper's exit status: warden's own failure.
+func keeperFailed(ready *os.File, err error) int {
+	ready.WriteString(err.Error())
+	ready.Close()
+	return 125
+}
+
 // KeepGVisor is the keeper of sub-container id (see above): it tells
 // create it listens by writing "ready" to ready (or why it cannot), runs
 // `runsc start` when asked, and returns the container's exit status.
 // Its stdio is the container's: nothing of warden's is written there.
 func (o *Runtime) KeepGVisor(id string, ready *os.File) int {
-	fail := func(err error) int {
-		ready.WriteString(err.Error())
-		ready.Close()
-		return 125
-	}
-	c, ok, err := o.loadGVisor(id)
-	if !ok || err != nil {
-		return fail(fmt.Errorf("container %s: no record (%v)", id, err))
+	fail := func(err error) int { return keeperFailed(ready, err) }
+	c, err := o.loadKept(id)
+	if err != nil {
+		return fail(err)
 	}
 	l, err := listenInDir(c.dir, keeperSocket)
 	if err != nil {
