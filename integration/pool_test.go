@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/runtime/daemon"
 )
 
 // poolPolicy grants what the view probe needs and denies a folder inside
@@ -764,4 +768,76 @@ allow = ["sh", "cat"]
 	}
 	expectProbes(t, probes(r.sh(id, probeScript+"p new_file cat "+name+"\np hidden cat "+first+"\n")),
 		map[string]string{"new_file": "ok", "hidden": "fail"})
+}
+
+// A pooled sandbox counts as ready only once its agent has filled its
+// Landlock ruleset (tens of ms of CPU where exec.allow hides the system's
+// other programs): a claim made then neither waits for that work nor
+// competes with it for the CPU. So from the moment the pool says ready,
+// the agent uses no more CPU, and the sandbox serves.
+func TestPoolReadyMeansPrepared(t *testing.T) {
+	r := newRoot(t)
+	policy := r.policy(`name = "pool-ready"
+[fs]
+write = ["$WORK_DIR"]
+[exec]
+allow = ["sh", "cat"]
+`)
+	c := &daemon.Client{Root: r.root, Binary: wardenBinary}
+	r.fill(policy, 1)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Millisecond) {
+		pools, err := c.Pools()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pools) == 1 && pools[0].Ready == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool never held a ready sandbox: %+v", pools)
+		}
+	}
+	ids := r.pooledIDs()
+	if len(ids) != 1 {
+		t.Fatalf("pooled containers: %v", ids)
+	}
+	sum := sha256.Sum256([]byte(r.root))
+	procs, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory/warden", hex.EncodeToString(sum[:6]), ids[0], "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.Fields(string(procs))[0]) // the agent: the only process
+	if err != nil {
+		t.Fatalf("cgroup.procs: %q", procs)
+	}
+	before := onCPU(t, pid)
+	time.Sleep(300 * time.Millisecond)
+	after := onCPU(t, pid)
+	t.Logf("the agent's CPU time when the pool said ready: %s; 300 ms later: %s", before, after)
+	if after-before > time.Millisecond {
+		t.Errorf("the agent of a sandbox the pool called ready used %s more CPU in the next 300 ms: it was not done starting", after-before)
+	}
+	id := r.id("ready")
+	if res := r.warden("session", "create", "--policy", policy, "--workspace", workspace(t, 0), "--id", id); res.Exit != 0 {
+		t.Fatalf("session create: exit %d: %s", res.Exit, res.Stderr)
+	}
+	if !strings.HasPrefix(r.container(id), "pool-") {
+		t.Fatalf("session %s was not claimed from the pool", id)
+	}
+	expectProbes(t, probes(r.sh(id, probeScript+"p write sh -c 'echo x >/workspace/f'\np read cat /etc/passwd\np hidden cat /usr/bin/id\n")),
+		map[string]string{"write": "ok", "read": "ok", "hidden": "fail"})
+}
+
+// onCPU is the time a process has run on a CPU, to the ns (schedstat).
+func onCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := strconv.ParseInt(strings.Fields(string(data))[0], 10, 64)
+	if err != nil {
+		t.Fatalf("/proc/%d/schedstat: %q", pid, data)
+	}
+	return time.Duration(ns)
 }

@@ -224,6 +224,8 @@ static int request_member(void *ctx, const char *key, const char *v, const char 
 		return read_bool(v, end, &r->egress);
 	if (!strcmp(key, "killall"))
 		return read_bool(v, end, &r->killall);
+	if (!strcmp(key, "ready"))
+		return read_bool(v, end, &r->ready);
 	if (!strcmp(key, "upstream"))
 		return read_int(v, end, 1, LLONG_MAX, &r->upstream);
 	if (!strcmp(key, "run"))
@@ -1956,6 +1958,18 @@ static void serve(struct conn *c)
 		close_fds(fds, nfds);
 		agent_free_request(&r);
 		rules_channel(c);
+		return;
+	}
+	/* Answered from the loop, so only once the ruleset is filled: a
+	 * pooled sandbox counts as ready from then on. Nothing is sealed. */
+	if (r.ready && !c->stub) {
+		close_fds(fds, nfds);
+		agent_free_request(&r);
+		if (agent.broken)
+			set_error(&ev, 125, "landlock: ", agent.why.p ? agent.why.p : "out of memory", NULL);
+		send_event(c->fd, &ev, -1);
+		free(ev.error.p);
+		drop(c);
 		return;
 	}
 	if (r.killall && !c->stub && agent.gvisor) {

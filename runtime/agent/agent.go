@@ -48,6 +48,7 @@ type request struct {
 	Tty, Seal  bool
 	Rows, Cols uint16
 	Binds      []string
+	Ready      bool
 }
 
 // parseRequest reads msg with the agent's parser; nul reports a string
@@ -62,7 +63,7 @@ func parseRequest(msg []byte) (r request, nul, ok bool) {
 		return request{}, false, false
 	}
 	r = request{Argv: goStrings(&cr.argv), Env: goStrings(&cr.env), Tty: cr.tty != 0, Seal: cr.seal != 0,
-		Rows: uint16(cr.rows), Cols: uint16(cr.cols)}
+		Rows: uint16(cr.rows), Cols: uint16(cr.cols), Ready: cr.ready != 0}
 	if cr.argv.v != nil && r.Argv == nil {
 		r.Argv = []string{}
 	}

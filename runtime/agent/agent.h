@@ -43,6 +43,7 @@ struct request {
 	int rules;        /* the host's command-rules channel */
 	int egress;       /* the host's egress channel (gVisor) */
 	int killall;      /* kill every process but the agent (gVisor) */
+	int ready;        /* the host asks whether the agent serves yet */
 	long long upstream; /* on that channel: the id of the upstream passed with it */
 	long long run;    /* 1 + the ruled program the host approved, for a stub argv[0] */
 	char *path;       /* a stub's: the path it was started by */

@@ -24,6 +24,7 @@ func TestParseRequest(t *testing.T) {
 		{Argv: []string{"sh", "-c", "echo \"hi\" \\ \u2028 \U0001F600 \x01"}, Env: []string{}, Tty: true, Rows: 24, Cols: 65535},
 		{Seal: true},
 		{Seal: true, Binds: []string{"nosuid,nodev,noexec:/workspace", "ro:/data"}},
+		{Ready: true},
 	} {
 		msg, err := json.Marshal(want)
 		if err != nil {

@@ -22,6 +22,9 @@ type execRequest struct {
 	// KillAll, alone, has a gVisor agent kill every other process of its
 	// sandbox (Session.Kill) and answer with a killAllReply.
 	KillAll bool `json:"killall,omitempty"`
+	// Ready, alone, is answered with an empty execEvent once the agent
+	// serves: after it filled its Landlock ruleset (agentReady).
+	Ready bool `json:"ready,omitempty"`
 	// Run is 1 + the ruled program the rules let argv run: where argv[0]
 	// finds that program's stub, the agent runs the program itself.
 	Run int `json:"run,omitempty"`

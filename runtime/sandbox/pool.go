@@ -450,7 +450,42 @@ func (rt *Runtime) StartPooled(id string, p *policies.Policy, vars policies.Vars
 	if err := pc.attach(s.container); err != nil {
 		return nil, err
 	}
+	if _, gvisor := s.container.(*gvisorContainer); !gvisor {
+		if err := s.agentReady(); err != nil {
+			return nil, err
+		}
+	}
 	return pc, nil
+}
+
+// agentReadyWait bounds how long a pooled sandbox's agent may take to
+// fill its Landlock ruleset.
+const agentReadyWait = 30 * time.Second
+
+// agentReady waits until a pooled sandbox's agent serves. It answers from
+// its loop, so only once it has filled its Landlock ruleset: tens of ms
+// of CPU after the start, which a claim made meanwhile competed with, and
+// its first command waited for (a one-shot run took ~20% longer).
+func (s *Session) agentReady() error {
+	conn, err := wire.DialPacket(s.socketPath())
+	if err != nil {
+		return fmt.Errorf("agent unreachable: %w", err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(agentReadyWait))
+	if err := wire.Send(conn, execRequest{Ready: true}); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	var ev execEvent
+	files, err := wire.Receive(conn, &ev)
+	wire.CloseAll(files)
+	if err != nil {
+		return fmt.Errorf("agent: no answer within %s of its start: %w", agentReadyWait, err)
+	}
+	if ev.Error != "" {
+		return fmt.Errorf("agent: %s", ev.Error)
+	}
+	return nil
 }
 
 // LoadPooled re-adopts a ready container a previous daemon left. One that
