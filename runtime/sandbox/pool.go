@@ -447,13 +447,13 @@ func (rt *Runtime) StartPooled(id string, p *policies.Policy, vars policies.Vars
 	if err := rt.startContainer(s, b.Spec, bundleDir); err != nil {
 		return nil, err
 	}
-	if err := pc.attach(s.container); err != nil {
-		return nil, err
-	}
 	if _, gvisor := s.container.(*gvisorContainer); !gvisor {
 		if err := s.agentReady(); err != nil {
 			return nil, err
 		}
+	}
+	if err := pc.attach(s.container); err != nil {
+		return nil, err
 	}
 	return pc, nil
 }
