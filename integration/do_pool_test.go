@@ -290,3 +290,93 @@ func TestDoNoPool(t *testing.T) {
 		})
 	}
 }
+
+// A claim starts from the spec of the last claim of the same policy and
+// folders, and checks it against one made fresh before anything runs
+// (runtime/daemon/claim.go). A host that changed in between must not get
+// through: a file denied since, in a folder the pooled sandbox already
+// shows (its key), is denied in the next do while the file beside it
+// stays readable; and a workspace path that now leads to another folder
+// (a late mount) shows the new folder, not the old one.
+func TestDoPoolStale(t *testing.T) {
+	t.Run("deny", func(t *testing.T) {
+		r := newRoot(t)
+		ws, shared := tempDir(t), tempDir(t)
+		policy := r.policy(`name = "guess"
+[fs]
+write = ["$WORK_DIR"]
+read = ["` + shared + `"]
+deny = ["` + shared + `/secret"]
+[exec]
+allow = ["cat"]
+`)
+		if err := os.WriteFile(filepath.Join(shared, "public"), []byte("public\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.fill(policy, 2)
+		r.waitPool(2)
+		read := func(name string) sandboxResult {
+			return r.doRun(nil, policy, ws, doCase{argv: []string{"cat", filepath.Join(shared, name)}})
+		}
+		if res := read("public"); res.Exit != 0 || res.Stdout != "public\n" {
+			t.Fatalf("first do: %+v", res)
+		}
+		r.waitPool(2)
+		if err := os.WriteFile(filepath.Join(shared, "secret"), []byte("s3cret\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			if res := read("secret"); strings.Contains(res.Stdout, "s3cret") {
+				t.Fatalf("do %d read the file denied since the last claim: %+v", i+2, res)
+			}
+			if res := read("public"); res.Exit != 0 || res.Stdout != "public\n" {
+				t.Fatalf("do %d: %+v", i+2, res)
+			}
+		}
+		r.doneClean()
+	})
+	t.Run("moved", func(t *testing.T) {
+		r := newRoot(t)
+		policy := r.policy(doPolicy)
+		dir := tempDir(t)
+		link := filepath.Join(dir, "ws")
+		for _, name := range []string{"old", "new"} {
+			os.Mkdir(filepath.Join(dir, name), 0o755)
+			if err := os.WriteFile(filepath.Join(dir, name, "which"), []byte(name+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Symlink("old", link); err != nil {
+			t.Fatal(err)
+		}
+		r.fill(policy, 2)
+		r.waitPool(2)
+		which := func() sandboxResult {
+			return r.doRun(nil, policy, link, doCase{argv: []string{"sh", "-c", "read w </workspace/which; echo $w"}})
+		}
+		if res := which(); res.Exit != 0 || res.Stdout != "old\n" {
+			t.Fatalf("first do: %+v", res)
+		}
+		r.waitPool(2)
+		os.Remove(link)
+		if err := os.Symlink("new", link); err != nil {
+			t.Fatal(err)
+		}
+		if res := which(); res.Exit != 0 || res.Stdout != "new\n" {
+			t.Fatalf("the do after the workspace moved: %+v", res)
+		}
+		if st := r.poolStatus()[0]; st.Hits < 2 {
+			t.Errorf("the dos were not served by the pool: %+v", st)
+		}
+		r.doneClean()
+	})
+}
+
+// doneClean waits until no session of r's is left, nor its folder.
+func (r *wardenRoot) doneClean() {
+	r.t.Helper()
+	waitFor(r.t, 10*time.Second, "the do sandboxes removed", func() bool {
+		sessions, _ := filepath.Glob(filepath.Join(r.root, "sessions", "*"))
+		return len(sessions) == 0 && len(r.list()) == 0
+	})
+}

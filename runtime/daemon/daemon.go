@@ -42,7 +42,8 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	sessions map[string]*daemonSession
-	pools    *pools // warm pools; see pool.go
+	pools    *pools  // warm pools; see pool.go
+	guesses  guesses // the claim specs of the latest claims; see claim.go
 
 	counters  *counters      // the stats op's counts; see stats.go
 	approvals *approvalQueue // commands waiting for a human; see approvals.go

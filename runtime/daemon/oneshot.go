@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -114,22 +115,19 @@ func (d *Daemon) claimOneShot(id string, c *createRequest) (*daemonSession, erro
 		return nil, fmt.Errorf("%w: %s", sandbox.ErrSessionExists, id)
 	}
 	start := time.Now()
-	cs, err := d.rt.NewClaimSpec(cfg)
-	if err != nil {
+	s, err := d.claim(cfg, hash)
+	var failed *claimError
+	switch {
+	case errors.As(err, &failed):
+		logrus.Warnf("one-shot run %s: %v", id, err)
+		d.audit.Write(sandbox.AuditRecord{Event: "pool.claim-failed", Session: id, Policy: p.Name, Error: failed.err.Error()})
+		return nil, notPooled("claiming a ready sandbox failed: %v", failed.err)
+	case err != nil:
 		return nil, notPooled("%v", err)
-	}
-	pc := d.pools.take(cs.Key(), hash)
-	if pc == nil {
+	case s == nil:
 		return nil, notPooled("the pool of policy %s has no sandbox of these folders ready", p.Name)
 	}
-	s, err := d.rt.ClaimPooled(pc, cfg, cs)
-	d.pools.claimed(pc, err == nil)
-	if err != nil {
-		logrus.Warnf("one-shot run %s: claiming pooled container %s failed: %v", id, pc.ID, err)
-		d.audit.Write(sandbox.AuditRecord{Event: "pool.claim-failed", Session: id, Policy: p.Name, Error: err.Error()})
-		return nil, notPooled("claiming a ready sandbox failed: %v", err)
-	}
-	logrus.Debugf("one-shot run %s: claimed %s in %s", id, pc.ID, time.Since(start))
+	logrus.Debugf("one-shot run %s: claimed %s in %s", id, s.Container, time.Since(start))
 	ds := &daemonSession{Session: s, oneShot: true}
 	d.mu.Lock()
 	d.sessions[id] = ds

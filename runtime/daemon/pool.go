@@ -697,20 +697,17 @@ func (d *Daemon) createSession(cfg sandbox.SessionConfig) (*sandbox.Session, err
 		return d.rt.Create(cfg)
 	}
 	start := time.Now()
-	cs, err := d.rt.NewClaimSpec(cfg)
-	if err != nil {
+	s, err := d.claim(cfg, cfg.Policy.Hash())
+	var failed *claimError
+	switch {
+	case s != nil:
+		logrus.Debugf("session %s: claimed %s in %s", cfg.ID, s.Container, time.Since(start))
+		return s, nil
+	case errors.As(err, &failed):
+		logrus.Warnf("session %s: %v; starting cold", cfg.ID, err)
+		d.audit.Write(sandbox.AuditRecord{Event: "pool.claim-failed", Session: cfg.ID, Policy: cfg.Policy.Name, Error: failed.err.Error()})
+	case err != nil:
 		return nil, err
-	}
-	generated := time.Since(start)
-	if pc := d.pools.take(cs.Key(), cfg.Policy.Hash()); pc != nil {
-		s, err := d.rt.ClaimPooled(pc, cfg, cs)
-		d.pools.claimed(pc, err == nil)
-		if err == nil {
-			logrus.Debugf("session %s: claimed %s in %s (spec %s)", cfg.ID, pc.ID, time.Since(start), generated)
-			return s, nil
-		}
-		logrus.Warnf("session %s: claiming pooled container %s failed, starting cold: %v", cfg.ID, pc.ID, err)
-		d.audit.Write(sandbox.AuditRecord{Event: "pool.claim-failed", Session: cfg.ID, Policy: cfg.Policy.Name, Error: err.Error()})
 	}
 	return d.rt.Create(cfg)
 }

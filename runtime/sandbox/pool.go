@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -552,6 +553,37 @@ type ClaimSpec struct {
 	bundleDir string
 }
 
+// Same reports whether a claim made with o is the claim cs would make:
+// the same sandbox, for whichever session each was made (its folder and
+// cgroup, which a claim does not take from the spec). The claim spec of
+// an earlier session of the same policy and folders is Same as a new
+// one's unless the host changed between them.
+//
+// Equal keys are equal specs but for what a claim sets itself (the late
+// mounts, the identity, the cgroup) and the numbering of masks; the late
+// mounts, the identity and the rest of the bundle are compared here.
+func (cs *ClaimSpec) Same(o *ClaimSpec) bool {
+	if cs.key != o.key || spec.SpecIdentity(cs.bundle.Spec) != spec.SpecIdentity(o.bundle.Spec) ||
+		!slices.EqualFunc(cs.late, o.late, func(a, b specs.Mount) bool {
+			a.Source, b.Source = bundleRelative(a.Source, cs.bundleDir), bundleRelative(b.Source, o.bundleDir)
+			return reflect.DeepEqual(a, b)
+		}) {
+		return false
+	}
+	a, b := *cs.bundle, *o.bundle
+	a.Spec, b.Spec = nil, nil
+	return reflect.DeepEqual(a, b)
+}
+
+// bundleRelative names a path under the claim's bundle folder by where it
+// is in that folder, and any other path as it is.
+func bundleRelative(path, bundleDir string) string {
+	if rel, ok := hostfs.Under(path, bundleDir); ok {
+		return "$BUNDLE/" + rel
+	}
+	return path
+}
+
 // policyHash is the hash of the policy the claim's spec was made from
 // (its annotation: Generate hashed that policy a moment ago).
 func (cs *ClaimSpec) policyHash(p *policies.Policy) string {
@@ -672,7 +704,7 @@ func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ 
 	s := &Session{
 		ID: cfg.ID, PolicyName: cfg.Policy.Name, PolicyHash: cs.policyHash(cfg.Policy), PolicyTOML: pc.PolicyTOML,
 		Vars: cfg.Vars, Created: time.Now().UTC(), Identity: cfg.Identity, Container: pc.ID, Pool: pc.Key,
-		rt: rt, home: dir, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: cs.bundle.Spec.Process.Env,
+		rt: rt, home: dir, policy: cfg.Policy, Limits: cfg.Policy.Limits, Env: slices.Clone(cs.bundle.Spec.Process.Env),
 		container: pc.container, lastUsed: time.Now(), Commands: commandsOf(cs.bundle),
 	}
 	if err := s.saveSynced(!cfg.OneShot); err != nil {

@@ -84,6 +84,59 @@ deny = ["$WORK_DIR/secret"]
 	}
 }
 
+// TestClaimSpecSame: the claim spec of an earlier session of the same
+// policy and folders serves a new session (Same), unless what the claim
+// takes from it differs: the folder a workspace path leads to, a file
+// denied since, the identity.
+func TestClaimSpecSame(t *testing.T) {
+	rt := &Runtime{Root: t.TempDir(), Binary: "/usr/local/bin/warden"}
+	shared, dir := t.TempDir(), t.TempDir()
+	p, err := policies.Parse("p.toml", []byte("name = \"s\"\n[fs]\nwrite = [\"$WORK_DIR\"]\nread = [\""+shared+"\"]\ndeny = [\""+shared+"/secret\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "ws")
+	for _, d := range []string{"a", "b"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("a", link); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(id string, identity spec.Identity) *ClaimSpec {
+		cs, err := rt.NewClaimSpec(SessionConfig{ID: id, Policy: p, Identity: identity, Vars: policies.Vars{WorkDir: link, SkillDir: "/nonexistent"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	first := claim("first", spec.Identity{})
+	if second := claim("second-session", spec.Identity{}); !first.Same(second) || !second.Same(first) {
+		t.Error("two sessions of one policy and folders are not Same")
+	}
+	if !first.Same(first) {
+		t.Error("a claim spec is not Same as itself")
+	}
+	if other := claim("uid", spec.Identity{UID: 4242, GID: 4242}); first.Same(other) {
+		t.Error("claim specs of two identities are Same")
+	}
+	os.Remove(link)
+	if err := os.Symlink("b", link); err != nil {
+		t.Fatal(err)
+	}
+	moved := claim("moved", spec.Identity{})
+	if first.Same(moved) {
+		t.Error("a workspace path that leads to another folder is Same")
+	}
+	if err := os.WriteFile(filepath.Join(shared, "secret"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if denied := claim("denied", spec.Identity{}); moved.Same(denied) {
+		t.Error("a claim spec from before a denied file existed is Same as one after")
+	}
+}
+
 // TestPoolViewKeyStable: the key is the one pools had before poolView
 // stopped copying the spec through JSON (a daemon of either kind takes
 // the other's pooled containers), and computing it changes nothing of

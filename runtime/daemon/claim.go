@@ -1,0 +1,139 @@
+package daemon
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/warden-sandbox/warden/runtime/sandbox"
+)
+
+// Claims from a warm pool. A claim needs the spec a cold start of the
+// session would use: its key picks the pooled sandbox, its late mounts
+// are what the claim binds, and generating it again on every claim is
+// what keeps a host that changed since the pool started (a denied folder
+// made meanwhile, a program installed) out of a pooled sandbox. That
+// generation is most of a claim's time (~2 ms of a one-shot run's ~7).
+//
+// So a claim of the same policy and folders as an earlier one starts
+// with the spec that one made, and generates the fresh spec beside it,
+// on the other CPU. The claim is kept only if the fresh spec is the same
+// (sandbox.ClaimSpec.Same); otherwise the claimed sandbox is discarded,
+// and the claim made again with the fresh spec. Either way, the session
+// is handed out only once the fresh spec said so: no command runs in a
+// sandbox claimed on a stale spec.
+
+// claimError is a claim that failed: its sandbox is gone.
+type claimError struct {
+	container string
+	err       error
+}
+
+func (e *claimError) Error() string {
+	return fmt.Sprintf("claiming pooled container %s: %v", e.container, e.err)
+}
+func (e *claimError) Unwrap() error { return e.err }
+
+// maxGuesses bounds the claim specs kept: one per policy and folders.
+const maxGuesses = 64
+
+// guesses are the claim specs of the latest claims, by what they were
+// made from.
+type guesses struct {
+	mu   sync.Mutex
+	last map[string]*sandbox.ClaimSpec
+}
+
+func guessKey(hash string, cfg sandbox.SessionConfig) string {
+	v := cfg.Vars
+	return fmt.Sprintf("%s\x00%q\x00%q\x00%q\x00%q\x00%d:%d", hash, v.SkillDir, v.WorkDir, v.DataDir, v.Home, cfg.Identity.UID, cfg.Identity.GID)
+}
+
+func (g *guesses) get(key string) *sandbox.ClaimSpec {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.last[key]
+}
+
+func (g *guesses) put(key string, cs *sandbox.ClaimSpec) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.last == nil || len(g.last) >= maxGuesses {
+		g.last = map[string]*sandbox.ClaimSpec{}
+	}
+	g.last[key] = cs
+}
+
+func (g *guesses) drop(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.last, key)
+}
+
+// claim makes cfg's session of a ready sandbox of the pool that serves
+// it (policy hash). It returns nil and no error when no sandbox of cfg's
+// folders is ready, a *claimError when the claim failed, and any other
+// error when the session's spec could not be generated.
+func (d *Daemon) claim(cfg sandbox.SessionConfig, hash string) (*sandbox.Session, error) {
+	key := guessKey(hash, cfg)
+	guess := d.guesses.get(key)
+	if guess == nil {
+		cs, err := d.rt.NewClaimSpec(cfg)
+		if err != nil {
+			return nil, err
+		}
+		d.guesses.put(key, cs)
+		return d.claimWith(cfg, hash, cs)
+	}
+	type generated struct {
+		cs  *sandbox.ClaimSpec
+		err error
+	}
+	fresh := make(chan generated, 1)
+	go func() {
+		cs, err := d.rt.NewClaimSpec(cfg)
+		fresh <- generated{cs, err}
+	}()
+	s, err := d.claimWith(cfg, hash, guess)
+	f := <-fresh
+	if f.err != nil {
+		d.guesses.drop(key)
+		d.discard(s)
+		return nil, f.err
+	}
+	d.guesses.put(key, f.cs)
+	if f.cs.Same(guess) {
+		return s, err // what the fresh spec would have done, no sandbox or a failed claim included
+	}
+	if s != nil {
+		logrus.Debugf("session %s: the host changed since the last claim of its policy and folders; claiming again", cfg.ID)
+	}
+	d.discard(s)
+	return d.claimWith(cfg, hash, f.cs)
+}
+
+// claimWith claims a ready sandbox with the claim spec cs.
+func (d *Daemon) claimWith(cfg sandbox.SessionConfig, hash string, cs *sandbox.ClaimSpec) (*sandbox.Session, error) {
+	pc := d.pools.take(cs.Key(), hash)
+	if pc == nil {
+		return nil, nil
+	}
+	s, err := d.rt.ClaimPooled(pc, cfg, cs)
+	d.pools.claimed(pc, err == nil)
+	if err != nil {
+		return nil, &claimError{container: pc.ID, err: err}
+	}
+	return s, nil
+}
+
+// discard removes a sandbox claimed on a spec that turned out stale:
+// nothing ran in it.
+func (d *Daemon) discard(s *sandbox.Session) {
+	if s == nil {
+		return
+	}
+	if err := s.Close(); err != nil {
+		logrus.Warnf("session %s: removing a sandbox claimed on a stale spec: %v", s.ID, err)
+	}
+}
