@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -20,9 +21,11 @@ import (
 // with the spec that one made, and generates the fresh spec beside it,
 // on the other CPU. The claim is kept only if the fresh spec is the same
 // (sandbox.ClaimSpec.Same); otherwise the claimed sandbox is discarded,
-// and the claim made again with the fresh spec. Either way, the session
-// is handed out only once the fresh spec said so: no command runs in a
-// sandbox claimed on a stale spec.
+// and the claim made again with the fresh spec. The check comes before
+// the claimed sandbox takes the session's name (the check of
+// sandbox.Runtime.ClaimPooled): no command runs in a sandbox claimed on a
+// stale spec, and none becomes a session, even for a daemon killed
+// meanwhile.
 
 // claimError is a claim that failed: its sandbox is gone.
 type claimError struct {
@@ -71,6 +74,9 @@ func (g *guesses) drop(key string) {
 	delete(g.last, key)
 }
 
+// errStale refuses a claim made on a spec the fresh one is not Same as.
+var errStale = errors.New("the host changed since the claim spec was made")
+
 // claim makes cfg's session of a ready sandbox of the pool that serves
 // it (policy hash). It returns nil and no error when no sandbox of cfg's
 // folders is ready, a *claimError when the claim failed, and any other
@@ -84,7 +90,7 @@ func (d *Daemon) claim(cfg sandbox.SessionConfig, hash string) (*sandbox.Session
 			return nil, err
 		}
 		d.guesses.put(key, cs)
-		return d.claimWith(cfg, hash, cs)
+		return d.claimWith(cfg, hash, cs, nil)
 	}
 	type generated struct {
 		cs  *sandbox.ClaimSpec
@@ -95,45 +101,44 @@ func (d *Daemon) claim(cfg sandbox.SessionConfig, hash string) (*sandbox.Session
 		cs, err := d.rt.NewClaimSpec(cfg)
 		fresh <- generated{cs, err}
 	}()
-	s, err := d.claimWith(cfg, hash, guess)
-	f := <-fresh
+	var f generated
+	waited := false
+	wait := func() generated {
+		if !waited {
+			f, waited = <-fresh, true
+		}
+		return f
+	}
+	s, err := d.claimWith(cfg, hash, guess, func() error {
+		if f := wait(); f.err != nil || !f.cs.Same(guess) {
+			return errStale
+		}
+		return nil
+	})
+	f = wait()
 	if f.err != nil {
 		d.guesses.drop(key)
-		d.discard(s)
-		return nil, f.err
+		return nil, f.err // no session: the check refused it
 	}
 	d.guesses.put(key, f.cs)
 	if f.cs.Same(guess) {
 		return s, err // what the fresh spec would have done, no sandbox or a failed claim included
 	}
-	if s != nil {
-		logrus.Debugf("session %s: the host changed since the last claim of its policy and folders; claiming again", cfg.ID)
-	}
-	d.discard(s)
-	return d.claimWith(cfg, hash, f.cs)
+	logrus.Debugf("session %s: the host changed since the last claim of its policy and folders; claiming again", cfg.ID)
+	return d.claimWith(cfg, hash, f.cs, nil)
 }
 
-// claimWith claims a ready sandbox with the claim spec cs.
-func (d *Daemon) claimWith(cfg sandbox.SessionConfig, hash string, cs *sandbox.ClaimSpec) (*sandbox.Session, error) {
+// claimWith claims a ready sandbox with the claim spec cs; check is
+// ClaimPooled's.
+func (d *Daemon) claimWith(cfg sandbox.SessionConfig, hash string, cs *sandbox.ClaimSpec, check func() error) (*sandbox.Session, error) {
 	pc := d.pools.take(cs.Key(), hash)
 	if pc == nil {
 		return nil, nil
 	}
-	s, err := d.rt.ClaimPooled(pc, cfg, cs)
+	s, err := d.rt.ClaimPooled(pc, cfg, cs, check)
 	d.pools.claimed(pc, err == nil)
 	if err != nil {
 		return nil, &claimError{container: pc.ID, err: err}
 	}
 	return s, nil
-}
-
-// discard removes a sandbox claimed on a spec that turned out stale:
-// nothing ran in it.
-func (d *Daemon) discard(s *sandbox.Session) {
-	if s == nil {
-		return
-	}
-	if err := s.Close(); err != nil {
-		logrus.Warnf("session %s: removing a sandbox claimed on a stale spec: %v", s.ID, err)
-	}
 }

@@ -657,12 +657,16 @@ var ErrPoolMismatch = errors.New("the pooled container does not match the sessio
 
 // ClaimPooled turns a ready container into the session cfg describes. On
 // error the container is gone and the caller starts the session cold.
+// check, when not nil, is called once the session's folders are bound and
+// before the session takes its name: an error from it is the claim's, so
+// a sandbox it refuses never becomes a session, even for a daemon killed
+// meanwhile.
 //
 // Order matters for a crash at any point: session.json in the pool folder
 // marks the container as taken (a restarted daemon reaps it), then the
 // session's folders are bound and the agent sealed, and only then does the
 // folder move to sessions/ID, where a restarted daemon re-adopts it.
-func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ *Session, err error) {
+func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec, check func() error) (_ *Session, err error) {
 	dir := pc.dir(rt)
 	defer func() {
 		pc.Close()
@@ -728,6 +732,11 @@ func (rt *Runtime) ClaimPooled(pc *Pooled, cfg SessionConfig, cs *ClaimSpec) (_ 
 	// with the folder.
 	if g, ok := pc.container.(*gvisorContainer); ok {
 		if err := g.rehome(filepath.Join(rt.SessionDir(cfg.ID), "agent.sock")); err != nil {
+			return nil, err
+		}
+	}
+	if check != nil {
+		if err := check(); err != nil {
 			return nil, err
 		}
 	}
