@@ -7,9 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/spec/hostfs"
 )
 
 // Host is the machine whose system directories the sandbox's root is built
@@ -21,6 +25,9 @@ type Host struct {
 	// a sandbox's rlimits never exceed them (without CAP_SYS_RESOURCE
 	// the start would fail). A type not listed is not capped.
 	RlimitHard map[string]uint64
+	// mounts, where DetectHost set it, reads the host's mount table once
+	// for all the rules of a generation (it was read once per rule).
+	mounts func() []*mountinfo.Info
 }
 
 // DetectHost describes the machine warden runs on.
@@ -33,7 +40,26 @@ func DetectHost() (Host, error) {
 		}
 		h.RlimitHard[r.Type] = rl.Max
 	}
+	h.mounts = sync.OnceValue(func() []*mountinfo.Info {
+		mounts, _ := mountinfo.GetMounts(nil)
+		return mounts
+	})
 	return h, nil
+}
+
+// mountsUnder lists the host's mounts strictly under dir
+// (hostfs.MountsUnder).
+func (h Host) mountsUnder(dir string) []*mountinfo.Info {
+	if h.mounts == nil {
+		return hostfs.MountsUnder(dir)
+	}
+	var out []*mountinfo.Info
+	for _, m := range h.mounts() {
+		if rel, ok := hostfs.Under(m.Mountpoint, dir); ok && rel != "." {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // path maps an absolute path of the host to where it is under Root.

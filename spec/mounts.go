@@ -497,7 +497,7 @@ func checkBeneath(h Host, r placed) error {
 	if r.rule.Access == policies.AccessWrite {
 		refused = append(refused, writeRefused...)
 	}
-	for _, m := range hostfs.MountsUnder(r.source) {
+	for _, m := range h.mountsUnder(r.source) {
 		if hostKernelFS[m.FSType] {
 			return fmt.Errorf("%w: fs rule %q (%s on the host) holds a %s mount at %s, a host kernel interface; grant a folder without it, or unmount it", ErrInvalid, r.rule.Path, r.host, m.FSType, m.Mountpoint)
 		}

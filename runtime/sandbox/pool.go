@@ -1,21 +1,21 @@
 package sandbox
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -160,7 +160,34 @@ func splitLate(mounts []specs.Mount) (early, late []specs.Mount) {
 	return early, late
 }
 
-var maskNumber = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`/masks/[0-9]+`) })
+// writeMaskNumbered writes text to w with each "/masks/" and the digits
+// after it, when there are any, as "/masks/N", scanning as the regular
+// expression /masks/[0-9]+ would (leftmost first): the key does not
+// depend on which number each mask got. Without a copy of the text, as a
+// regular expression's replacement made (~0.1 ms and 80 kB a claim).
+func writeMaskNumbered(w io.Writer, text []byte) {
+	marker := []byte("/masks/")
+	for {
+		i := bytes.Index(text, marker)
+		if i < 0 {
+			w.Write(text)
+			return
+		}
+		end := i + len(marker)
+		digits := end
+		for digits < len(text) && text[digits] >= '0' && text[digits] <= '9' {
+			digits++
+		}
+		if digits == end { // no number: a match may start further on
+			w.Write(text[:i+1])
+			text = text[i+1:]
+			continue
+		}
+		w.Write(text[:i])
+		io.WriteString(w, "/masks/N")
+		text = text[digits:]
+	}
+}
 
 // sessionSpec generates the spec a session's sandbox runs from.
 func (rt *Runtime) sessionSpec(p *policies.Policy, vars policies.Vars, id spec.Identity, container, bundleDir string) (*spec.Bundle, error) {
@@ -326,10 +353,9 @@ func poolView(b *spec.Bundle, bundleDir string, engine policies.Engine) (key str
 	if err != nil {
 		return "", nil, err
 	}
-	text := strings.ReplaceAll(string(view), bundleDir, "$BUNDLE")
-	text = maskNumber().ReplaceAllString(text, "/masks/N")
-	sum := sha256.Sum256([]byte(text))
-	return hex.EncodeToString(sum[:12]), late, nil
+	h := sha256.New()
+	writeMaskNumbered(h, bytes.ReplaceAll(view, []byte(bundleDir), []byte("$BUNDLE")))
+	return hex.EncodeToString(h.Sum(nil)[:12]), late, nil
 }
 
 // viewCopy copies what poolView changes of a spec (the mounts, the

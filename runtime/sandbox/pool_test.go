@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -180,7 +181,7 @@ func TestPoolViewKeyStable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := maskNumber().ReplaceAllString(strings.ReplaceAll(string(view), bundleDir, "$BUNDLE"), "/masks/N")
+	text := regexp.MustCompile(`/masks/[0-9]+`).ReplaceAllString(strings.ReplaceAll(string(view), bundleDir, "$BUNDLE"), "/masks/N")
 	sum := sha256.Sum256([]byte(text))
 	if want := hex.EncodeToString(sum[:12]); key != want {
 		t.Errorf("key %s, through a JSON copy %s", key, want)
@@ -188,6 +189,20 @@ func TestPoolViewKeyStable(t *testing.T) {
 	for _, m := range late {
 		if m.Destination == "/workspace" && (len(m.UIDMappings) != 1 || m.UIDMappings[0].HostID != 3000123) {
 			t.Errorf("the late workspace mount lost the session's mapping: %+v", m)
+		}
+	}
+}
+
+// TestWriteMaskNumbered: the key's text is what the regular expression
+// /masks/[0-9]+ replaced with /masks/N gives, however the text runs.
+func TestWriteMaskNumbered(t *testing.T) {
+	re := regexp.MustCompile(`/masks/[0-9]+`)
+	for _, text := range []string{"", "/masks/", "/masks/1", "a/masks/12/b", "/masks//masks/3", "/masks/masks/12",
+		"/masks/x/masks/0007/masks/", "/mask/1 /masks/9", "//masks/", "/masks/12/masks/34", "x/masks"} {
+		var b strings.Builder
+		writeMaskNumbered(&b, []byte(text))
+		if want := re.ReplaceAllString(text, "/masks/N"); b.String() != want {
+			t.Errorf("%q: %q, want %q", text, b.String(), want)
 		}
 	}
 }
