@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -76,10 +77,42 @@ func (p *Policy) TOML() ([]byte, error) {
 		fmt.Fprintf(&b, "\n[sandbox]\nengine = %s\n", tomlQuote(string(e)))
 	}
 
-	if _, err := Parse("policy "+p.Name, b.Bytes()); err != nil {
+	if err := parsesBack(p.Name, b.Bytes()); err != nil {
 		return nil, fmt.Errorf("encode policy: %w", err)
 	}
 	return b.Bytes(), nil
+}
+
+// parsedBack are the canonical texts that parsed back, by their sum:
+// Parse depends on the text alone, and the daemon encodes the same
+// policies again and again (for a hash on every claim; ~0.1 ms each).
+var parsedBack struct {
+	sync.Mutex
+	sums map[[sha256.Size]byte]bool
+}
+
+// parsesBack checks that a policy's canonical text parses.
+func parsesBack(name string, text []byte) error {
+	sum := sha256.Sum256(text)
+	parsedBack.Lock()
+	known := parsedBack.sums[sum]
+	parsedBack.Unlock()
+	if known {
+		return nil
+	}
+	if _, err := Parse("policy "+name, text); err != nil {
+		return err
+	}
+	parsedBack.Lock()
+	defer parsedBack.Unlock()
+	if len(parsedBack.sums) >= 256 {
+		parsedBack.sums = nil
+	}
+	if parsedBack.sums == nil {
+		parsedBack.sums = map[[sha256.Size]byte]bool{}
+	}
+	parsedBack.sums[sum] = true
+	return nil
 }
 
 // Hash identifies p's permissions: "sha256:" and the hex digest of its

@@ -28,6 +28,22 @@ type Host struct {
 	// mounts, where DetectHost set it, reads the host's mount table once
 	// for all the rules of a generation (it was read once per rule).
 	mounts func() []*mountinfo.Info
+	// ids, where DetectHost set it, keeps the identities of the host
+	// folders every grant is checked against, for one generation.
+	ids *idCache
+}
+
+// idCache holds host folders' identities (Host.id) and those of their
+// parents (Host.fileIDs) for the time of one generation.
+type idCache struct {
+	mu     sync.Mutex
+	id     map[string]idOf
+	chains map[string][]hostfs.FileID
+}
+
+type idOf struct {
+	id hostfs.FileID
+	ok bool
 }
 
 // DetectHost describes the machine warden runs on.
@@ -40,11 +56,47 @@ func DetectHost() (Host, error) {
 		}
 		h.RlimitHard[r.Type] = rl.Max
 	}
+	h.ids = &idCache{id: map[string]idOf{}, chains: map[string][]hostfs.FileID{}}
 	h.mounts = sync.OnceValue(func() []*mountinfo.Info {
 		mounts, _ := mountinfo.GetMounts(nil)
 		return mounts
 	})
 	return h, nil
+}
+
+// id is the identity of the host folder p (hostfs.StatID).
+func (h Host) id(p string) (hostfs.FileID, bool) {
+	if h.ids == nil {
+		return hostfs.StatID(h.path(p))
+	}
+	h.ids.mu.Lock()
+	got, ok := h.ids.id[p]
+	h.ids.mu.Unlock()
+	if !ok {
+		got.id, got.ok = hostfs.StatID(h.path(p))
+		h.ids.mu.Lock()
+		h.ids.id[p] = got
+		h.ids.mu.Unlock()
+	}
+	return got.id, got.ok
+}
+
+// fileIDs are the identities of the host folder p and its parents
+// (hostfs.FileIDs).
+func (h Host) fileIDs(p string) []hostfs.FileID {
+	if h.ids == nil {
+		return hostfs.FileIDs(h.path(p))
+	}
+	h.ids.mu.Lock()
+	chain, ok := h.ids.chains[p]
+	h.ids.mu.Unlock()
+	if !ok {
+		chain = hostfs.FileIDs(h.path(p))
+		h.ids.mu.Lock()
+		h.ids.chains[p] = chain
+		h.ids.mu.Unlock()
+	}
+	return chain
 }
 
 // mountsUnder lists the host's mounts strictly under dir

@@ -434,8 +434,6 @@ func checkSourcePath(r placed) error {
 	return nil
 }
 
-func (h Host) id(p string) (hostfs.FileID, bool) { return hostfs.StatID(h.path(p)) }
-
 // checkSourceAlias repeats checkSourcePath's checks on identities: a host
 // folder bound at an unlisted path (mount --bind /etc /srv/x) is the same
 // folder there.
@@ -471,7 +469,7 @@ func checkSourceAlias(h Host, r placed) error {
 		return refuse(d + ", never writable,")
 	}
 	for _, d := range holdRefused {
-		for _, id := range hostfs.FileIDs(h.path(d)) {
+		for _, id := range h.fileIDs(d) {
 			if id == chain[0] {
 				return refuse("a folder holding " + d + ", never writable whole,")
 			}
