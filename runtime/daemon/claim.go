@@ -38,8 +38,9 @@ func (e *claimError) Error() string {
 }
 func (e *claimError) Unwrap() error { return e.err }
 
-// maxGuesses bounds the claim specs kept: one per policy and folders.
-const maxGuesses = 64
+// maxGuesses bounds the claim specs kept, one per policy and folders
+// (~0.1 MiB each).
+const maxGuesses = 32
 
 // guesses are the claim specs of the latest claims, by what they were
 // made from.
@@ -62,8 +63,14 @@ func (g *guesses) get(key string) *sandbox.ClaimSpec {
 func (g *guesses) put(key string, cs *sandbox.ClaimSpec) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.last == nil || len(g.last) >= maxGuesses {
+	if g.last == nil {
 		g.last = map[string]*sandbox.ClaimSpec{}
+	}
+	if _, ok := g.last[key]; !ok && len(g.last) >= maxGuesses {
+		for other := range g.last { // any one: the next claim of it generates its spec again
+			delete(g.last, other)
+			break
+		}
 	}
 	g.last[key] = cs
 }
