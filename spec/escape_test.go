@@ -217,3 +217,38 @@ func TestDenyAbsentUnderWrite(t *testing.T) {
 		}
 	})
 }
+
+// TestHostMemoAgrees: a host from DetectHost, which keeps the folders'
+// identities and the mount table for its generations, refuses and
+// accepts grants as a host that reads them every time does, and again
+// when its memory is warm.
+func TestHostMemoAgrees(t *testing.T) {
+	vars, _ := testVars(t)
+	memo, err := DetectHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := Host{Root: "/", RlimitHard: memo.RlimitHard}
+	refused, accepted := 0, 0
+	for _, grant := range []string{`write = ["/var"]`, `write = ["/opt"]`, `read = ["/proc/self"]`, `write = ["/usr/share"]`,
+		`write = ["$WORK_DIR"]`, `read = ["$HOME"]`, `write = ["` + vars.Home + `/.aws"]`} {
+		p := mustParse(t, "name = \"t\"\n[fs]\n"+grant+"\n")
+		var errs [3]string
+		for i, h := range []Host{plain, memo, memo} {
+			if _, err := Generate(Options{Policy: p, Vars: vars, Host: h, BundleDir: "/bundle"}); err != nil {
+				errs[i] = err.Error()
+			}
+		}
+		if errs[1] != errs[0] || errs[2] != errs[0] {
+			t.Errorf("%s: refused by a plain host with %q, by DetectHost's with %q, then %q", grant, errs[0], errs[1], errs[2])
+		}
+		if errs[0] != "" {
+			refused++
+		} else {
+			accepted++
+		}
+	}
+	if refused == 0 || accepted == 0 {
+		t.Errorf("%d grants refused, %d accepted: the check compares nothing", refused, accepted)
+	}
+}

@@ -66,37 +66,37 @@ func DetectHost() (Host, error) {
 
 // id is the identity of the host folder p (hostfs.StatID).
 func (h Host) id(p string) (hostfs.FileID, bool) {
-	if h.ids == nil {
-		return hostfs.StatID(h.path(p))
-	}
-	h.ids.mu.Lock()
-	got, ok := h.ids.id[p]
-	h.ids.mu.Unlock()
-	if !ok {
-		got.id, got.ok = hostfs.StatID(h.path(p))
-		h.ids.mu.Lock()
-		h.ids.id[p] = got
-		h.ids.mu.Unlock()
-	}
+	got := remember(h.ids, func(c *idCache) map[string]idOf { return c.id }, p, func() idOf {
+		id, ok := hostfs.StatID(h.path(p))
+		return idOf{id, ok}
+	})
 	return got.id, got.ok
 }
 
 // fileIDs are the identities of the host folder p and its parents
 // (hostfs.FileIDs).
 func (h Host) fileIDs(p string) []hostfs.FileID {
-	if h.ids == nil {
+	return remember(h.ids, func(c *idCache) map[string][]hostfs.FileID { return c.chains }, p, func() []hostfs.FileID {
 		return hostfs.FileIDs(h.path(p))
+	})
+}
+
+// remember is read's answer for p, from c's map (of) when c holds one,
+// else read's, which c then keeps; without c, read's.
+func remember[V any](c *idCache, of func(*idCache) map[string]V, p string, read func() V) V {
+	if c == nil {
+		return read()
 	}
-	h.ids.mu.Lock()
-	chain, ok := h.ids.chains[p]
-	h.ids.mu.Unlock()
+	c.mu.Lock()
+	v, ok := of(c)[p]
+	c.mu.Unlock()
 	if !ok {
-		chain = hostfs.FileIDs(h.path(p))
-		h.ids.mu.Lock()
-		h.ids.chains[p] = chain
-		h.ids.mu.Unlock()
+		v = read()
+		c.mu.Lock()
+		of(c)[p] = v
+		c.mu.Unlock()
 	}
-	return chain
+	return v
 }
 
 // mountsUnder lists the host's mounts strictly under dir
