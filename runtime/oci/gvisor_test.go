@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/policies"
 	wseccomp "github.com/warden-sandbox/warden/seccomp"
@@ -67,16 +68,167 @@ func TestGVisorSpec(t *testing.T) {
 	if !allowed {
 		t.Error("clone3 is not allowed")
 	}
-	// The rest of the profile stays: memfd_create is still refused.
-	refused := false
-	for _, r := range s.Linux.Seccomp.Syscalls {
-		if slices.Contains(r.Names, "memfd_create") && r.Action == specs.ActErrno {
-			refused = true
-		}
-	}
-	if !refused {
+	// The rest of the profile decides as before: memfd_create is still
+	// refused, read still allowed.
+	if runscAllows(s.Linux.Seccomp, "memfd_create", [6]uint64{}) {
 		t.Error("memfd_create is no longer refused")
 	}
+	if !runscAllows(s.Linux.Seccomp, "read", [6]uint64{}) {
+		t.Error("read is refused")
+	}
+}
+
+// The profile runsc gets decides every call as the whole profile does
+// under runsc's rules, with the refusals that decide nothing left out.
+func TestRunscSeccompDecidesTheSame(t *testing.T) {
+	// A refusal ahead of an allow of the same call decides, and one behind
+	// it, or with no allow at all, does not.
+	ahead := &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, Syscalls: []specs.LinuxSyscall{
+		{Names: []string{"kill", "tkill"}, Action: specs.ActErrno, Args: []specs.LinuxSeccompArg{{Index: 1, Value: 9, Op: specs.OpEqualTo}}},
+		{Names: []string{"kill"}, Action: specs.ActAllow},
+		{Names: []string{"kill", "mount"}, Action: specs.ActErrno},
+	}}
+	if lean := runscSeccomp(ahead); namesIn(lean) != 2+1 {
+		t.Errorf("runsc's profile of %+v is %+v: want the refusal of kill ahead of its allow, the allow, and clone3", ahead.Syscalls, lean.Syscalls)
+	}
+	for _, full := range []*specs.LinuxSeccomp{wseccomp.Default(), ahead} {
+		// The whole profile, clone3 aside (runscSeccomp allows it, see
+		// TestGVisorSpec).
+		whole := *full
+		whole.Syscalls = append(slices.Clone(full.Syscalls), specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActAllow})
+		for i := range whole.Syscalls[:len(full.Syscalls)] {
+			whole.Syscalls[i].Names = slices.DeleteFunc(slices.Clone(whole.Syscalls[i].Names), func(n string) bool { return n == "clone3" })
+		}
+		lean := runscSeccomp(full)
+		if got, was := namesIn(lean), namesIn(&whole); full != ahead && got > was-150 {
+			t.Errorf("the profile for runsc names %d syscall rules, the whole %d: few refusals were left out", got, was)
+		}
+		calls := 0
+		for _, name := range uniqueNames(&whole) {
+			for _, args := range argsToTry(&whole, name) {
+				calls++
+				if a, b := runscAllows(lean, name, args), runscAllows(&whole, name, args); a != b {
+					t.Errorf("%s%v: runsc's profile allows=%v, the whole profile allows=%v", name, args, a, b)
+				}
+			}
+		}
+		if full != ahead && calls < 3000 {
+			t.Errorf("only %d calls compared", calls)
+		}
+	}
+	// A refusal ahead of an allow of the same call stays.
+	lean := runscSeccomp(wseccomp.Default())
+	if runscAllows(lean, "ioctl", [6]uint64{1: unix.TIOCSTI}) || !runscAllows(lean, "ioctl", [6]uint64{1: unix.TCGETS}) {
+		t.Error("ioctl TIOCSTI is allowed, or TCGETS refused")
+	}
+}
+
+// runscAllows is how runsc decides a call under profile s: the first rule
+// that matches acts, every refusal is EPERM.
+func runscAllows(s *specs.LinuxSeccomp, name string, args [6]uint64) bool {
+	for _, r := range s.Syscalls {
+		if slices.Contains(r.Names, name) && runscArgsMatch(r.Args, args) {
+			return r.Action == specs.ActAllow
+		}
+	}
+	return s.DefaultAction == specs.ActAllow
+}
+
+// runscArgsMatch: the comparisons of one rule all hold, or (runc's old
+// way, which runsc keeps) any one holds when one argument is compared
+// more than once.
+func runscArgsMatch(conds []specs.LinuxSeccompArg, args [6]uint64) bool {
+	seen := map[uint]bool{}
+	or := false
+	for _, c := range conds {
+		or = or || seen[c.Index]
+		seen[c.Index] = true
+	}
+	for _, c := range conds {
+		if holds(c, args[c.Index]) == or {
+			return or
+		}
+	}
+	return !or || len(conds) == 0
+}
+
+func holds(c specs.LinuxSeccompArg, v uint64) bool {
+	switch c.Op {
+	case specs.OpEqualTo:
+		return v == c.Value
+	case specs.OpNotEqual:
+		return v != c.Value
+	case specs.OpGreaterThan:
+		return v > c.Value
+	case specs.OpGreaterEqual:
+		return v >= c.Value
+	case specs.OpLessThan:
+		return v < c.Value
+	case specs.OpLessEqual:
+		return v <= c.Value
+	case specs.OpMaskedEqual:
+		return v&c.Value == c.ValueTwo
+	}
+	panic("unknown operator " + string(c.Op))
+}
+
+func namesIn(s *specs.LinuxSeccomp) int {
+	n := 0
+	for _, r := range s.Syscalls {
+		n += len(r.Names)
+	}
+	return n
+}
+
+func uniqueNames(s *specs.LinuxSeccomp) []string {
+	var names []string
+	for _, r := range s.Syscalls {
+		for _, n := range r.Names {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	return names
+}
+
+// argsToTry are argument vectors that reach each rule of name and its
+// edges: none set, the values each rule compares (all of one rule's at
+// once, and each alone), and every single bit and all bits of each
+// argument any rule of name compares.
+func argsToTry(s *specs.LinuxSeccomp, name string) [][6]uint64 {
+	out := [][6]uint64{{}}
+	used := map[uint]bool{}
+	for _, r := range s.Syscalls {
+		if !slices.Contains(r.Names, name) {
+			continue
+		}
+		var all [6]uint64
+		for _, c := range r.Args {
+			used[c.Index] = true
+			for _, v := range []uint64{c.Value, c.ValueTwo, c.Value | c.ValueTwo, c.Value + 1, c.Value - 1} {
+				var one [6]uint64
+				one[c.Index] = v
+				out = append(out, one)
+			}
+			all[c.Index] = c.ValueTwo
+			if c.Op != specs.OpMaskedEqual {
+				all[c.Index] = c.Value
+			}
+		}
+		out = append(out, all)
+	}
+	for i := range used {
+		for bit := 0; bit < 64; bit++ {
+			var one [6]uint64
+			one[i] = 1 << bit
+			out = append(out, one)
+		}
+		var ones [6]uint64
+		ones[i] = ^uint64(0)
+		out = append(out, ones)
+	}
+	return out
 }
 
 // runsc's flags: a policy's seccomp profile applied, its closed network
