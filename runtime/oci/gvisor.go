@@ -464,8 +464,12 @@ func (c *gvisorContainer) destroy(force bool) error {
 	if force {
 		args = []string{"delete", "--force", c.id}
 	}
-	if err := c.call(io.Discard, args...); err != nil && !strings.Contains(err.Error(), "does not exist") {
-		return err
+	// A container runsc has no state of (one `runsc run` ran to its end
+	// and removed) needs no runsc call, which would take ~15 ms to say so.
+	if force || c.runscHasState() {
+		if err := c.call(io.Discard, args...); err != nil && !strings.Contains(err.Error(), "does not exist") {
+			return err
+		}
 	}
 	c.destroyKeeper()
 	if err := os.RemoveAll(c.dir); err != nil {
@@ -473,6 +477,22 @@ func (c *gvisorContainer) destroy(force bool) error {
 	}
 	c.o.releaseRunsc()
 	return nil
+}
+
+// runscHasState reports whether runsc's root holds a state file of the
+// container (runsc names it ID_sandbox:SANDBOX-ID.state), or may: an
+// unreadable root counts as holding one.
+func (c *gvisorContainer) runscHasState() bool {
+	entries, err := os.ReadDir(c.o.runscRoot())
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), c.id+"_sandbox:") && strings.HasSuffix(e.Name(), ".state") {
+			return true
+		}
+	}
+	return false
 }
 
 // releaseRunsc unmounts what runsc leaves mounted in its state folder
