@@ -130,7 +130,7 @@ func BenchmarkOCIRun(b *testing.B) {
 
 // tightenedBundle writes a bundle beside bundle whose config.json is the
 // one warden runs under policy: the same tightening, done by spec.Tighten.
-func tightenedBundle(b *testing.B, bundle, policy string) string {
+func tightenedBundle(b testing.TB, bundle, policy string) string {
 	var s specs.Spec
 	readJSON(b, filepath.Join(bundle, "config.json"), &s)
 	p, err := policies.Load(policy)

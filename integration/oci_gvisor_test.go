@@ -2,11 +2,16 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/runtime/sandbox"
 )
 
 // A stopped container on the gVisor engine answers kill as runc does:
@@ -69,4 +74,69 @@ func TestOCIGVisorRunLeavesNothing(t *testing.T) {
 func runscStateOf(o *ociEnv, id string) []string {
 	files, _ := filepath.Glob(filepath.Join(o.root, "oci-gvisor", "runsc", id+"_sandbox:*"))
 	return files
+}
+
+// Under a policy runsc gets only the seccomp rules that can decide a call
+// (runtime/oci's runscSeccomp leaves the others out). The probe of every
+// refused family and the controls answers exactly as it does under the
+// whole profile run by runsc itself.
+func TestOCIGVisorSeccompAsWhole(t *testing.T) {
+	requireRunsc(t)
+	o := newOCIEnv(t)
+	id := "oci-" + randomHex(4)
+	bundle := busyboxBundle(t, id, func(s *specs.Spec) { s.Process.Args = []string{"/bin/probe"} })
+	gcc := exec.Command("gcc", "-static", "-O1", "-o", filepath.Join(bundle, "rootfs", "bin", "probe"), "testdata/seccomp_probe.c")
+	if out, err := gcc.CombinedOutput(); err != nil {
+		t.Fatalf("compiling the probe (needs gcc and libc6-dev): %v\n%s", err, out)
+	}
+	policy := filepath.Join(tempDir(t), "p.toml")
+	if err := os.WriteFile(policy, []byte("name = \"p\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := o.warden(t, "--engine", "gvisor", "--policy", policy, "run", "--bundle", bundle, id)
+	if r.Exit != 0 {
+		t.Fatalf("the probe under warden on gVisor: exit %d, %q %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	got := probeLines(t, r.Stdout)
+
+	// The whole profile the policy makes, with runsc's one change
+	// (clone3 allowed: see docs/engines.md), run by runsc.
+	whole := tightenedBundle(t, bundle, policy)
+	var s specs.Spec
+	readJSON(t, filepath.Join(whole, "config.json"), &s)
+	for i := range s.Linux.Seccomp.Syscalls {
+		s.Linux.Seccomp.Syscalls[i].Names = slices.DeleteFunc(s.Linux.Seccomp.Syscalls[i].Names, func(n string) bool { return n == "clone3" })
+	}
+	s.Linux.Seccomp.Syscalls = append(s.Linux.Seccomp.Syscalls, specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActAllow})
+	s.Linux.CgroupsPath += "-whole"
+	writeJSON(t, filepath.Join(whole, "config.json"), &s)
+	runsc, err := (&sandbox.Runtime{Binary: wardenBinary}).Runsc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(tempDir(t), "runsc")
+	t.Cleanup(func() { unix.Unmount(filepath.Join(state, "null-netns"), unix.MNT_DETACH) })
+	ref := runTB(t, nil, runsc, "--root", state, sandbox.RunscSidecarFlag, "--oci-seccomp", "--network=none", "run", "--bundle", whole, id+"-whole")
+	if ref.Exit != 0 {
+		t.Fatalf("the probe under runsc with the whole profile: exit %d, %q %q", ref.Exit, ref.Stdout, ref.Stderr)
+	}
+	want := probeLines(t, ref.Stdout)
+
+	refused := 0
+	for attempt, w := range want {
+		if w != probeOK {
+			refused++
+		}
+		if got[attempt] != w {
+			t.Errorf("%s: %s under warden, %s under the whole profile", attempt, got[attempt], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d probe lines under warden, %d under the whole profile", len(got), len(want))
+	}
+	// The comparison means something: the whole profile refuses the
+	// families and lets the controls through.
+	if refused < 30 || want["memfd memfd_create"] == probeOK || want["allowed getpid"] != probeOK || want["allowed socket_af_inet"] != probeOK {
+		t.Errorf("the whole profile under runsc refused %d attempts (memfd_create %s, getpid %s, AF_INET %s): not the profile the test means", refused, want["memfd memfd_create"], want["allowed getpid"], want["allowed socket_af_inet"])
+	}
 }

@@ -104,15 +104,7 @@ read = ["$SKILL_DIR"]
 	if res.Exit != 0 {
 		t.Fatalf("probe exited %d\nstdout:\n%s\nstderr:\n%s", res.Exit, res.Stdout, res.Stderr)
 	}
-	got := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			t.Errorf("probe line %q: want FAMILY NAME RESULT", line)
-			continue
-		}
-		got[f[0]+" "+f[1]] = f[2]
-	}
+	got := probeLines(t, res.Stdout)
 	for attempt, want := range probeWant {
 		switch g, found := got[attempt]; {
 		case !found:
@@ -126,6 +118,22 @@ read = ["$SKILL_DIR"]
 			t.Errorf("%s: the probe tries it but the test expects nothing (add it to probeWant)", attempt)
 		}
 	}
+}
+
+// probeLines reads testdata/seccomp_probe.c's output: "FAMILY NAME" to
+// its result.
+func probeLines(t *testing.T, out string) map[string]string {
+	t.Helper()
+	lines := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			t.Errorf("probe line %q: want FAMILY NAME RESULT", line)
+			continue
+		}
+		lines[f[0]+" "+f[1]] = f[2]
+	}
+	return lines
 }
 
 // TestSeccompOrdinaryPrograms checks that the profile, strict as it is,
