@@ -183,10 +183,7 @@ func BenchmarkClients(b *testing.B) {
 	}
 	// The same sandbox without the daemon: a session of this process's
 	// own (runtime/sandbox), to tell the daemon's hop from the agent's.
-	rt, err := sandbox.New(filepath.Join(dir, "api-root"), wardenBinary)
-	if err != nil {
-		b.Fatal(err)
-	}
+	rt := apiRuntime(b, filepath.Join(dir, "api-root"))
 	p, err := policies.Parse("bench.toml", []byte(clientsPolicy))
 	if err != nil {
 		b.Fatal(err)

@@ -102,10 +102,7 @@ func BenchmarkExec(b *testing.B) {
 	add("warden exec --session S -- /bin/true (CLI)", "", warden("exec", "--session", "bench", "--", "/bin/true"))
 
 	// The Go API: a session created and driven in this process.
-	rt, err := sandbox.New(filepath.Join(dir, "api-root"), wardenBinary)
-	if err != nil {
-		b.Fatal(err)
-	}
+	rt := apiRuntime(b, filepath.Join(dir, "api-root"))
 	p, err := policies.Parse("bench.toml", []byte(benchPolicy))
 	if err != nil {
 		b.Fatal(err)

@@ -34,10 +34,7 @@ timeout = "20s"
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := sandbox.New(filepath.Join(dir, "root"), wardenBinary)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := apiRuntime(t, filepath.Join(dir, "root"))
 	id := "api-" + randomHex(4)
 	s, err := rt.Create(sandbox.SessionConfig{ID: id, Policy: p, Vars: policies.Vars{WorkDir: ws}})
 	if err != nil {
@@ -114,10 +111,7 @@ func TestGoAPIZeroLimits(t *testing.T) {
 	dir := tempDir(t)
 	ws := filepath.Join(dir, "ws")
 	os.Mkdir(ws, 0o755)
-	rt, err := sandbox.New(filepath.Join(dir, "root"), wardenBinary)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := apiRuntime(t, filepath.Join(dir, "root"))
 	p := &policies.Policy{
 		Name:   "literal",
 		FS:     policies.FS{Write: []string{"$WORK_DIR"}},
@@ -152,4 +146,18 @@ func TestGoAPIZeroLimits(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "warden bug") || !strings.Contains(err.Error(), "pids") {
 		t.Errorf("negative pids: %v", err)
 	}
+}
+
+// apiRuntime is a runtime of this process's own (the Go API) on root.
+// Its sessions' cgroups are under one of the root's, which the runtime
+// keeps for its next session: the test removes it once its sessions are
+// closed, as an in-process user of the API does when done with the root.
+func apiRuntime(tb testing.TB, root string) *sandbox.Runtime {
+	tb.Helper()
+	rt, err := sandbox.New(root, wardenBinary)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(rt.RemoveRootCgroups)
+	return rt
 }
