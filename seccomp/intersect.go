@@ -105,8 +105,8 @@ func andArgs(a, b []specs.LinuxSeccompArg) (out []specs.LinuxSeccompArg, ok bool
 		case x == y:
 		case x.Op == specs.OpMaskedEqual && y.Op == specs.OpMaskedEqual && x.ValueTwo == 0 && y.ValueTwo == 0:
 			out[i].Value |= y.Value
-		case x.Op == specs.OpEqualTo && holds(y, x.Value):
-		case y.Op == specs.OpEqualTo && holds(x, y.Value):
+		case x.Op == specs.OpEqualTo && Holds(y, x.Value):
+		case y.Op == specs.OpEqualTo && Holds(x, y.Value):
 			out[i] = y
 		default:
 			return nil, false
@@ -115,8 +115,8 @@ func andArgs(a, b []specs.LinuxSeccompArg) (out []specs.LinuxSeccompArg, ok bool
 	return out, true
 }
 
-// holds reports whether the value v passes comparison c.
-func holds(c specs.LinuxSeccompArg, v uint64) bool {
+// Holds reports whether the value v passes comparison c.
+func Holds(c specs.LinuxSeccompArg, v uint64) bool {
 	switch c.Op {
 	case specs.OpEqualTo:
 		return v == c.Value

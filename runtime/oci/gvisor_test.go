@@ -179,31 +179,11 @@ func runscArgsMatch(conds []specs.LinuxSeccompArg, args [6]uint64) bool {
 		seen[c.Index] = true
 	}
 	for _, c := range conds {
-		if holds(c, args[c.Index]) == or {
+		if wseccomp.Holds(c, args[c.Index]) == or {
 			return or
 		}
 	}
 	return !or || len(conds) == 0
-}
-
-func holds(c specs.LinuxSeccompArg, v uint64) bool {
-	switch c.Op {
-	case specs.OpEqualTo:
-		return v == c.Value
-	case specs.OpNotEqual:
-		return v != c.Value
-	case specs.OpGreaterThan:
-		return v > c.Value
-	case specs.OpGreaterEqual:
-		return v >= c.Value
-	case specs.OpLessThan:
-		return v < c.Value
-	case specs.OpLessEqual:
-		return v <= c.Value
-	case specs.OpMaskedEqual:
-		return v&c.Value == c.ValueTwo
-	}
-	panic("unknown operator " + string(c.Op))
 }
 
 func namesIn(s *specs.LinuxSeccomp) int {
