@@ -5,6 +5,7 @@ package seccomp
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -63,6 +64,29 @@ var compiled struct {
 	sync.Mutex
 	byKey    map[[32]byte][]byte
 	compiles int // how many it built, for the tests
+}
+
+// WriteInitProgram writes to path the program libcontainer's container
+// init (runc v1.5.2, libcontainer/seccomp.InitSeccomp) builds from s and
+// loads with prctl(PR_SET_SECCOMP): libseccomp's binary tree where the
+// profile names more than 32 syscalls, no no_new_privs bit, a rule whose
+// action is the default's left out. It is the same program only for a
+// profile InitProgramFits accepts; runtime/oci compiles it once and has
+// the container's first process load it, where libcontainer would build
+// it again in every start.
+func WriteInitProgram(s *specs.LinuxSeccomp, path string) error {
+	if !InitProgramFits(s) {
+		return errors.New("this seccomp profile is loaded by libcontainer only")
+	}
+	names := 0
+	for _, r := range s.Syscalls {
+		names += len(r.Names)
+	}
+	optimize := 1 // libseccomp's default
+	if names > 32 {
+		optimize = 2
+	}
+	return writeBPF(s, path, optimize)
 }
 
 func writeBPF(s *specs.LinuxSeccomp, path string, optimize int) error {

@@ -12,3 +12,8 @@ import (
 func WriteBPF(*specs.LinuxSeccomp, string) error {
 	return errors.New("this program was built without seccomp support: build it with cgo and `-tags seccomp`, as `make build` does")
 }
+
+// WriteInitProgram needs libseccomp: this build has none (see bpf.go).
+func WriteInitProgram(*specs.LinuxSeccomp, string) error {
+	return errors.New("this program was built without seccomp support: build it with cgo and `-tags seccomp`, as `make build` does")
+}

@@ -164,6 +164,10 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 			return -1, err
 		}
 	}
+	var filter *initSeccomp
+	if rec != nil {
+		filter = o.prepareInitSeccomp(s, cfg)
+	}
 	c, err := libcontainer.Create(o.stateDir(), opts.ID, cfg)
 	if err != nil {
 		return -1, err
@@ -177,7 +181,7 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 	}
 	detach := opts.Detach || !run
 	r := &processRun{container: c, init: true, detach: detach, pidFile: opts.PidFile,
-		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs, destroyOnExit: run}
+		consoleSocket: opts.ConsoleSocket, preserveFDs: opts.PreserveFDs, destroyOnExit: run, seccomp: filter}
 	if userns != nil {
 		r.afterDestroy = userns.undo
 	}
@@ -185,6 +189,11 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 		r.afterStart = func(pid int) error {
 			if err := sandbox.CheckBinds(pid, pins); err != nil {
 				return err
+			}
+			if filter != nil {
+				if err := filter.started(cfg, filepath.Join(o.stateDir(), opts.ID), pid, s.Process); err != nil {
+					return err
+				}
 			}
 			if !rec.Network && !joinsNetwork(s) {
 				// The engine's prestart hooks (docker's libnetwork) and CNI

@@ -43,6 +43,9 @@ type processRun struct {
 	afterDestroy func()
 	// afterStart runs once the init exists, before its process starts.
 	afterStart func(pid int) error
+	// seccomp, for an init, is its filter, loaded by its first program
+	// (seccompexec.go).
+	seccomp *initSeccomp
 }
 
 func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
@@ -67,6 +70,10 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 	}
 	var term *hostTerminal
 	var closeAfter []*os.File
+	if r.seccomp != nil {
+		p.Args, p.ExtraFiles = r.seccomp.wrap(p.Args, p.ExtraFiles)
+		closeAfter = append(closeAfter, r.seccomp.program)
+	}
 	switch {
 	case sp.Terminal && r.detach:
 		sock, err := dialConsoleSocket(r.consoleSocket)
