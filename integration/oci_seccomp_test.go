@@ -23,6 +23,9 @@ import (
 //     warden's), filtered; a process exec'd into the container is filtered
 //     as libcontainer filters it (the config keeps the profile): the probe
 //     again;
+//   - so is a first process that is not the container's root;
+//   - a create that died before the profile was back in the container's
+//     state leaves a container exec refuses;
 //   - a command that is not in the image fails create, as under runc, and
 //     leaves no container;
 //   - a cached program that is not a program is not loaded: the container
@@ -93,7 +96,37 @@ func TestOCIPolicySeccompFirstProcess(t *testing.T) {
 	if r = o.warden(t, "exec", id, "/bin/probe"); r.Exit != 0 || !maps.Equal(probeLines(t, r.Stdout), probeWant) {
 		t.Errorf("the probe exec'd into the container: exit %d\n%s\n%s", r.Exit, r.Stdout, r.Stderr)
 	}
+	// A create that died between the init's start and putting the
+	// profile back leaves a state without it: exec refuses the container.
+	statePath := filepath.Join(o.root, "oci", id, "state.json")
+	whole, err := os.ReadFile(statePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]any
+	readJSON(t, statePath, &state)
+	state["config"].(map[string]any)["seccomp"] = nil
+	writeJSON(t, statePath, state)
+	if r = o.warden(t, "exec", id, "touch", "/tmp/ran"); r.Exit == 0 || !strings.Contains(r.Stderr, "holds no seccomp profile") {
+		t.Errorf("exec with no profile in the state: exit %d, stderr %q", r.Exit, r.Stderr)
+	}
+	if err := os.WriteFile(statePath, whole, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r = o.warden(t, "exec", id, "ls", "/tmp/ran"); r.Exit == 0 {
+		t.Error("the refused exec ran")
+	}
 	o.warden(t, "delete", "--force", id)
+
+	// A first process that is not the container's root starts the same way.
+	id = "scuser-" + randomHex(4)
+	r = o.warden(t, "--policy", policy, "run", "--bundle", busyboxBundle(t, id, func(s *specs.Spec) {
+		s.Process.User = specs.User{UID: 1000, GID: 1000}
+		s.Process.Args = []string{"sh", "-c", "id -u; grep Seccomp: /proc/self/status"}
+	}), id)
+	if r.Exit != 0 || r.Stdout != "1000\nSeccomp:\t2\n" {
+		t.Errorf("as uid 1000: exit %d, stdout %q, stderr %q", r.Exit, r.Stdout, r.Stderr)
+	}
 
 	id = "scmissing-" + randomHex(4)
 	r = o.warden(t, "--policy", policy, "run", "--bundle", busyboxBundle(t, id, func(s *specs.Spec) { s.Process.Args = []string{"no-such-command"} }), id)

@@ -84,6 +84,12 @@ func (o *Runtime) Exec(id string, opts ExecOptions) (int, error) {
 	if err != nil {
 		return -1, err
 	}
+	if rec != nil && c.Config().Seccomp == nil {
+		// A policy always gives the container a profile; its first
+		// process loads it apart (seccompexec.go), and a create that
+		// died before putting it back into the state left none here.
+		return -1, fmt.Errorf("container %s runs under policy %s but its state holds no seccomp profile (its create did not finish): delete it and create it again", id, rec.Policy)
+	}
 	if rec != nil {
 		spec.TightenProcess(p, rec.CapAllow, func(format string, args ...any) {
 			logrus.WithField("policy", rec.Policy).Debugf("exec: "+format, args...)
