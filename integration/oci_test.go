@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -710,5 +711,61 @@ func TestOCIPreserveFDs(t *testing.T) {
 	b2 := busyboxBundle(t, id2, func(s *specs.Spec) { s.Process.Args = []string{"true"} })
 	if r := o.warden(t, "run", "--preserve-fds", "1", "--bundle", b2, id2); r.Exit != 125 || !strings.Contains(r.Stderr, "not open") {
 		t.Fatalf("run --preserve-fds without fd 3: %d %q", r.Exit, r.Stderr)
+	}
+}
+
+// TestOCIRunForwardsSignals: `warden run` in the foreground passes the
+// signals it gets to the container's process, as runc does, with a policy
+// and without: the process's trap runs and warden exits with the status
+// the trap chose. The signal is sent as soon as the process says it is
+// running, so a forwarding that were not in place by then would leave the
+// signal to kill warden instead.
+func TestOCIRunForwardsSignals(t *testing.T) {
+	o := newOCIEnv(t)
+	policy := filepath.Join(tempDir(t), "p.toml")
+	if err := os.WriteFile(policy, []byte("name = \"p\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{nil, {"--policy", policy}} {
+		id := "signals-" + randomHex(4)
+		bundle := busyboxBundle(t, id, func(s *specs.Spec) {
+			s.Process.Args = []string{"sh", "-c", "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done"}
+		})
+		cmd := exec.Command(wardenBinary, append(append([]string{"--root", o.root}, args...), "run", "--bundle", bundle, id)...)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len("ready\n"))
+		if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("%v: the container did not start: %q %v %s", args, buf, err, stderr.String())
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan []byte, 1)
+		go func() {
+			rest, _ := io.ReadAll(out)
+			done <- rest
+		}()
+		var rest []byte
+		select {
+		case rest = <-done:
+		case <-time.After(20 * time.Second):
+			// warden is gone and the container runs on, holding the pipe.
+			o.warden(t, "delete", "--force", id)
+			rest = <-done
+		}
+		err = cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != 7 || string(rest) != "got-term\n" {
+			t.Errorf("%v: SIGTERM to warden run: exit %d (%v), output after ready %q, stderr %q", args, code, err, rest, stderr.String())
+		}
 	}
 }

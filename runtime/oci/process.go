@@ -94,6 +94,7 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 		p.Stdin, p.Stdout, p.Stderr = os.Stdin, os.Stdout, os.Stderr
 	}
 	var signals chan os.Signal
+	notified := make(chan struct{})
 	if !r.detach {
 		// The process is forked twice by libcontainer: as a subreaper
 		// warden stays its parent and gets its exit status.
@@ -101,8 +102,23 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 			return -1, fmt.Errorf("set child subreaper: %w", err)
 		}
 		signals = make(chan os.Signal, 32)
-		signal.Notify(signals)
-		defer signal.Stop(signals)
+		// Go takes ~1.4 ms to enable (or disable) every signal, a
+		// handshake with its signal thread for each: the enabling
+		// overlaps the container's start (its process is released only
+		// once signals reach it), the disabling whatever the caller does
+		// next.
+		go func() {
+			signal.Notify(signals)
+			close(notified)
+		}()
+		defer func() {
+			go func() {
+				<-notified
+				signal.Stop(signals)
+			}()
+		}()
+	} else {
+		close(notified)
 	}
 	if r.init {
 		err = r.container.Start(p)
@@ -118,9 +134,11 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 			}
 		}
 		if err == nil && start {
+			<-notified
 			err = r.container.Exec()
 		}
 	} else {
+		<-notified
 		err = r.container.Run(p)
 	}
 	for _, f := range closeAfter {
