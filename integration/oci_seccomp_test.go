@@ -28,6 +28,8 @@ import (
 //     state leaves a container exec refuses;
 //   - a command that is not in the image fails create, as under runc, and
 //     leaves no container;
+//   - a warden binary of mode 0700, which the container's user may not
+//     execute, is not made its first program;
 //   - a cached program that is not a program is not loaded: the container
 //     is filtered all the same (libcontainer compiles the profile).
 func TestOCIPolicySeccompFirstProcess(t *testing.T) {
@@ -135,6 +137,29 @@ func TestOCIPolicySeccompFirstProcess(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(o.root, "oci")); len(ents) != 0 {
 		t.Errorf("a failed create left %d containers", len(ents))
+	}
+
+	// A warden binary only root may execute cannot be the container's
+	// first program: libcontainer loads the profile, uid 1000 runs.
+	private := filepath.Join(tempDir(t), "warden")
+	data, err := os.ReadFile(wardenBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(private, data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	privateRoot := tempDir(t)
+	id = "scprivate-" + randomHex(4)
+	out, err = exec.Command(private, "--root", privateRoot, "--policy", policy, "run", "--bundle", busyboxBundle(t, id, func(s *specs.Spec) {
+		s.Process.User = specs.User{UID: 1000, GID: 1000}
+		s.Process.Args = []string{"grep", "Seccomp:", "/proc/self/status"}
+	}), id).CombinedOutput()
+	if err != nil || string(out) != "Seccomp:\t2\n" {
+		t.Errorf("a private warden binary, as uid 1000: %v %q", err, out)
+	}
+	if p, _ := filepath.Glob(filepath.Join(privateRoot, "seccomp", "*")); len(p) != 0 {
+		t.Errorf("a private warden binary compiled a program for its first process: %v", p)
 	}
 
 	if err := os.WriteFile(programs[0], []byte("not a program"), 0o644); err != nil {

@@ -1,7 +1,9 @@
 // Package seccomp owns warden's seccomp profiles, as runtime-spec data
-// (specs.LinuxSeccomp) for the spec package to put into config.json. It is
-// pure: it builds no filter and links no libseccomp; the runtime's
-// libcontainer (through libseccomp) turns the profile into BPF.
+// (specs.LinuxSeccomp) for the spec package to put into config.json. The
+// runtime's libcontainer (through libseccomp) turns a profile into BPF; in
+// cgo builds bpf.go does too, where warden loads a program itself: in a
+// gVisor session (WriteBPF) and in the first process of a container on the
+// OCI face (WriteInitProgram: the program libcontainer's init would build).
 //
 // The policy:
 //

@@ -55,7 +55,8 @@ type initSeccomp struct {
 // libcontainer would: a profile seccomp.InitProgramFits accepts, a process
 // with no_new_privs and no LSM label (which libcontainer applies to the
 // next program executed), in its own PID namespace (so no process of the
-// container's sees the one that loads it) with /proc mounted. Otherwise,
+// container's sees the one that loads it) with /proc mounted, where the
+// container's user may execute the init's binary (initExecutableByAll). Otherwise,
 // or on any failure, it returns nil and cfg is unchanged: libcontainer
 // compiles the profile in the init, as runc does.
 func (o *Runtime) prepareInitSeccomp(s *specs.Spec, cfg *configs.Config) *initSeccomp {
@@ -72,7 +73,7 @@ func (o *Runtime) prepareInitSeccomp(s *specs.Spec, cfg *configs.Config) *initSe
 	proc := slices.ContainsFunc(s.Mounts, func(m specs.Mount) bool {
 		return filepath.Clean(m.Destination) == "/proc" && m.Type == "proc"
 	})
-	if !ownPID || !proc {
+	if !ownPID || !proc || !initExecutableByAll() {
 		return nil
 	}
 	prog, err := o.initProgram(s.Linux.Seccomp)
@@ -90,6 +91,20 @@ func (o *Runtime) prepareInitSeccomp(s *specs.Spec, cfg *configs.Config) *initSe
 		init.text <- text
 	}()
 	return init
+}
+
+// initExecutableByAll reports whether the copy of warden's binary the
+// init runs from (libcontainer's exeseal: an overlay of this binary, with
+// its mode, or else an executable memfd, else a private file of mode 0700)
+// may be executed by the container's user, who is not the host's root:
+// this binary is executable by all and an executable memfd can be made.
+func initExecutableByAll() bool {
+	st, err := os.Stat("/proc/self/exe")
+	if err != nil || st.Mode().Perm()&0o001 == 0 {
+		return false
+	}
+	noexec, err := os.ReadFile("/proc/sys/vm/memfd_noexec")
+	return err != nil || strings.TrimSpace(string(noexec)) != "2"
 }
 
 // initProgram is the program for profile s, from the cache or compiled
