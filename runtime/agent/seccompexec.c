@@ -97,12 +97,13 @@ static void run(char **argv)
 	}
 	while (*name && path && *path) {
 		const char *end = strchrnul(path, ':');
-		int len = (int)(end - path);
+		int len = (int)(end - path), n;
 		if (len == 0)
-			snprintf(candidate, sizeof(candidate), "./%s", name);
+			n = snprintf(candidate, sizeof(candidate), "./%s", name);
 		else
-			snprintf(candidate, sizeof(candidate), "%.*s/%s", len, path, name);
-		if (executable(candidate)) {
+			n = snprintf(candidate, sizeof(candidate), "%.*s/%s", len, path, name);
+		// A path too long to be one is no candidate (never a shortened one).
+		if (n > 0 && (size_t)n < sizeof(candidate) && executable(candidate)) {
 			if (candidate[0] != '/')
 				fail(127, name, "cannot run executable found relative to current directory");
 			execve(candidate, argv, environ);

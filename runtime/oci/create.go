@@ -166,7 +166,9 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 	}
 	var filter *initSeccomp
 	if rec != nil {
-		filter = o.prepareInitSeccomp(s, cfg)
+		if filter = o.prepareInitSeccomp(s, cfg); filter != nil {
+			defer filter.program.Close()
+		}
 	}
 	c, err := libcontainer.Create(o.stateDir(), opts.ID, cfg)
 	if err != nil {
