@@ -24,6 +24,8 @@ import (
 //     as libcontainer filters it (the config keeps the profile): the probe
 //     again;
 //   - so is a first process that is not the container's root;
+//   - nothing is exec'd into the container before its first process has
+//     started, and its filter's flags are libcontainer's;
 //   - a create that died before the profile was back in the container's
 //     state leaves a container exec refuses;
 //   - a command that is not in the image fails create, as under runc, and
@@ -86,14 +88,28 @@ func TestOCIPolicySeccompFirstProcess(t *testing.T) {
 	readJSON(t, filepath.Join(bundle, "config.json"), &sp)
 	sp.Process.Args = []string{"sleep", "300"}
 	writeJSON(t, filepath.Join(bundle, "config.json"), &sp)
-	if r := o.warden(t, "--policy", policy, "run", "-d", "--bundle", bundle, id); r.Exit != 0 {
-		t.Fatalf("run -d: %s", r.Stderr)
+	if r := o.warden(t, "--policy", policy, "create", "--bundle", bundle, id); r.Exit != 0 {
+		t.Fatalf("create: %s", r.Stderr)
 	}
+	// Before it starts, nothing joins the first process.
+	if r := o.warden(t, "exec", id, "true"); r.Exit == 0 || !strings.Contains(r.Stderr, "before it starts") {
+		t.Errorf("exec before start: exit %d, stderr %q", r.Exit, r.Stderr)
+	}
+	if r := o.warden(t, "start", id); r.Exit != 0 {
+		t.Fatalf("start: %s", r.Stderr)
+	}
+	o.waitStatus(t, id, "running")
 	script := "grep Seccomp: /proc/1/status /proc/self/status; tr '\\0' ' ' < /proc/1/cmdline; echo; ls /proc/1/fd"
 	r := o.warden(t, "exec", id, "sh", "-c", script)
 	want := "/proc/1/status:Seccomp:\t2\n/proc/self/status:Seccomp:\t2\nsleep 300 \n0\n1\n2\n"
 	if r.Exit != 0 || r.Stdout != want {
 		t.Errorf("exec into the container: exit %d\n got %q\nwant %q\n%s", r.Exit, r.Stdout, want, r.Stderr)
+	}
+	// The filter's flags are libcontainer's (SPEC_ALLOW): the speculation
+	// mitigations the first process has are an exec'd process's.
+	r = o.warden(t, "exec", id, "sh", "-c", "grep Speculation_Store_Bypass: /proc/1/status; grep Speculation_Store_Bypass: /proc/self/status")
+	if lines := strings.Split(strings.TrimSpace(r.Stdout), "\n"); r.Exit != 0 || len(lines) != 2 || lines[0] != lines[1] {
+		t.Errorf("speculation mitigations, first and exec'd process: exit %d %q", r.Exit, r.Stdout)
 	}
 	if r = o.warden(t, "exec", id, "/bin/probe"); r.Exit != 0 || !maps.Equal(probeLines(t, r.Stdout), probeWant) {
 		t.Errorf("the probe exec'd into the container: exit %d\n%s\n%s", r.Exit, r.Stdout, r.Stderr)

@@ -166,7 +166,7 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 	}
 	var filter *initSeccomp
 	if rec != nil {
-		if filter = o.prepareInitSeccomp(s, cfg); filter != nil {
+		if filter = o.prepareInitSeccomp(opts.ID, s, cfg); filter != nil {
 			defer filter.program.Close()
 		}
 	}
@@ -175,6 +175,7 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 		return -1, err
 	}
 	if rec != nil {
+		rec.FirstSeccomp = filter != nil
 		data, _ := json.Marshal(rec)
 		if err := os.WriteFile(filepath.Join(o.stateDir(), opts.ID, recordFile), data, 0o600); err != nil {
 			c.Destroy()

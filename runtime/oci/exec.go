@@ -84,6 +84,11 @@ func (o *Runtime) Exec(id string, opts ExecOptions) (int, error) {
 	if err != nil {
 		return -1, err
 	}
+	if rec != nil && rec.FirstSeccomp && st == libcontainer.Created {
+		// Its first process would load its filter with one of the
+		// container's own beside it.
+		return -1, fmt.Errorf("cannot exec in container %s before it starts: under policy %s its first process sets up its own seccomp filter; start it first", id, rec.Policy)
+	}
 	if rec != nil && c.Config().Seccomp == nil {
 		// A policy always gives the container a profile; its first
 		// process loads it apart (seccompexec.go), and a create that

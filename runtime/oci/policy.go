@@ -35,6 +35,9 @@ type policyRecord struct {
 	Limits   policies.Limits `json:"limits"`
 	Network  bool            `json:"network"` // the policy allows network
 	CapAllow []string        `json:"capAllow"`
+	// FirstSeccomp: the first process loads its filter itself
+	// (seccompexec.go); until it has started, nothing may be exec'd.
+	FirstSeccomp bool `json:"firstSeccomp,omitempty"`
 }
 
 const recordFile = "warden.json"

@@ -102,11 +102,13 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 			return -1, fmt.Errorf("set child subreaper: %w", err)
 		}
 		signals = make(chan os.Signal, 32)
-		// Go takes ~1.4 ms to enable (or disable) every signal, a
-		// handshake with its signal thread for each: the enabling
-		// overlaps the container's start (its process is released only
-		// once signals reach it), the disabling whatever the caller does
-		// next.
+		// Go enables (and disables) each signal with a handshake with
+		// its signal thread, which for all of them takes as long as a
+		// good part of the start (docs/oci.md): the ones that would end
+		// warden are enabled at once, the rest while the container
+		// starts (its process is released only once all reach it), and
+		// all are disabled after, off the caller's path.
+		signal.Notify(signals, terminating...)
 		go func() {
 			signal.Notify(signals)
 			close(notified)
@@ -175,6 +177,10 @@ func (r *processRun) run(sp *specs.Process, start bool) (int, error) {
 	}
 	return status, nil
 }
+
+// terminating are the signals a supervisor sends whose default action
+// would end warden, leaving its container behind.
+var terminating = []os.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGTERM, unix.SIGUSR1, unix.SIGUSR2, unix.SIGALRM}
 
 // forwardUntilExit passes signals to the process until it exits and
 // returns its status: its code, or 128+N when killed by signal N.

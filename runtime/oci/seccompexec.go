@@ -3,6 +3,7 @@ package oci
 import (
 	"bytes"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,30 +13,41 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/opencontainers/runc/libcontainer/apparmor"
 	"github.com/opencontainers/runc/libcontainer/configs"
 	libseccomp "github.com/opencontainers/runc/libcontainer/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/seccomp"
 )
 
 // A container under a policy gets the policy's seccomp filter in its first
-// process without libcontainer compiling it there: libseccomp takes ~10
-// ms of every start for warden's profile (the better part of what the
-// tightened container costs over a plain one), and the program is the
-// same every time. warden compiles it once per profile (cached under the
-// root, seccompCacheDir), passes it to the init as a sealed memfd, and
-// has the init execute warden's own binary (/proc/self/exe, the sealed
-// copy the init runs from), whose constructor (runtime/agent/seccompexec.c)
-// loads the program and executes the container's command. The container's
-// libcontainer config keeps the profile, so `exec` loads it as before.
+// process without libcontainer compiling it there: libseccomp takes the
+// better part of what the tightened container costs over a plain one
+// (docs/oci.md), and the program is the same every time. warden compiles
+// it once per profile (cached under the root), passes it to the init as a
+// sealed memfd, and has the init execute warden's own binary
+// (/proc/self/exe, the sealed copy the init runs from), whose constructor
+// (seccompexec.c) loads the program and executes the container's command.
+// The container's libcontainer config keeps the profile, so `exec` loads
+// it as before.
 
 // seccompExecMarker is argv[1] of the constructor that loads the program
 // (SECCOMP_EXEC_MARKER in seccompexec.c).
 const seccompExecMarker = "warden-seccomp-exec"
+
+// maxProgram is the kernel's limit on a filter's instructions
+// (BPF_MAXINSNS; MAX_PROGRAM in seccompexec.c).
+const maxProgram = 4096
+
+// seccompFlagSpecAllow is SECCOMP_FILTER_FLAG_SPEC_ALLOW, the one flag
+// libcontainer's configs carry for warden's profiles (specconv sets it
+// where a spec names none) and the constructor passes on.
+const seccompFlagSpecAllow = 4
 
 // seccompCacheVersion changes with anything that changes the programs
 // warden builds for a profile; with libseccomp's version it keys the cache.
@@ -44,47 +56,38 @@ const seccompCacheVersion = "init-1"
 // initSeccomp is a container's filter, prepared for its first process.
 type initSeccomp struct {
 	program *os.File // sealed memfd
+	flags   int      // for seccomp(2)
 	profile *configs.Seccomp
 	// text is the profile's JSON for the state file, encoded while the
-	// init starts (~0.5 ms in a fresh process).
+	// init starts.
 	text chan []byte
 }
 
 // prepareInitSeccomp takes the seccomp profile out of cfg, for the first
 // process to load (initSeccomp.wrap), where that loads exactly what
-// libcontainer would: a profile seccomp.InitProgramFits accepts, a process
-// with no_new_privs and no LSM label (which libcontainer applies to the
-// next program executed), in its own PID namespace (so no process of the
-// container's sees the one that loads it) with /proc mounted, where the
-// container's user may execute the init's binary (initExecutableByAll). Otherwise,
-// or on any failure, it returns nil and cfg is unchanged: libcontainer
+// libcontainer would (fastSeccompRefusal says where not). Otherwise, or
+// on any failure, it returns nil and cfg is unchanged: libcontainer
 // compiles the profile in the init, as runc does.
-func (o *Runtime) prepareInitSeccomp(s *specs.Spec, cfg *configs.Config) *initSeccomp {
-	if s.Linux == nil || s.Process == nil || cfg.Seccomp == nil || !seccomp.InitProgramFits(s.Linux.Seccomp) {
-		return nil
+func (o *Runtime) prepareInitSeccomp(id string, s *specs.Spec, cfg *configs.Config) *initSeccomp {
+	log := func(format string, args ...any) {
+		logrus.Debugf("container %s: libcontainer loads the seccomp profile: "+format, append([]any{id}, args...)...)
 	}
-	p := s.Process
-	if !p.NoNewPrivileges || len(p.Args) == 0 || p.SelinuxLabel != "" || (p.ApparmorProfile != "" && apparmor.IsEnabled()) {
-		return nil
-	}
-	ownPID := slices.ContainsFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool {
-		return n.Type == specs.PIDNamespace && n.Path == ""
-	})
-	proc := slices.ContainsFunc(s.Mounts, func(m specs.Mount) bool {
-		return filepath.Clean(m.Destination) == "/proc" && m.Type == "proc"
-	})
-	if !ownPID || !proc || !initExecutableByAll() {
+	flags, why := fastSeccompRefusal(s, cfg)
+	if why != "" {
+		log("%s", why)
 		return nil
 	}
 	prog, err := o.initProgram(s.Linux.Seccomp)
 	if err != nil {
+		log("%v", err)
 		return nil
 	}
 	mem, err := sealedProgram(prog)
 	if err != nil {
+		log("%v", err)
 		return nil
 	}
-	init := &initSeccomp{program: mem, profile: cfg.Seccomp, text: make(chan []byte, 1)}
+	init := &initSeccomp{program: mem, flags: flags, profile: cfg.Seccomp, text: make(chan []byte, 1)}
 	cfg.Seccomp = nil
 	go func() {
 		text, _ := json.Marshal(init.profile) // plain data: it encodes
@@ -92,6 +95,78 @@ func (o *Runtime) prepareInitSeccomp(s *specs.Spec, cfg *configs.Config) *initSe
 	}()
 	return init
 }
+
+// fastSeccompRefusal says why the container's first process cannot load
+// its filter itself (empty: it can), and else the flags to load it with.
+// It can where it loads what libcontainer would load, from a binary no
+// one else can change or reach before the filter holds:
+//   - a profile seccomp.InitProgramFits accepts, with no flag but
+//     SPEC_ALLOW in libcontainer's form of it;
+//   - no_new_privs, and no SELinux or AppArmor label (libcontainer
+//     applies them to the next program executed: warden's);
+//   - no startContainer hooks (the init runs them after the filter);
+//   - the container's own PID namespace (no process of another container
+//     sees the one that loads it) with /proc mounted;
+//   - a statically linked warden (a dynamic one would start the image's
+//     own loader, with the container's environment, before the filter),
+//     which the container's user may execute (initExecutableByAll);
+//   - no address-space limit too small to execute warden's binary.
+func fastSeccompRefusal(s *specs.Spec, cfg *configs.Config) (int, string) {
+	switch {
+	case s.Linux == nil || s.Process == nil || cfg.Seccomp == nil:
+		return 0, "no profile"
+	case !seccomp.InitProgramFits(s.Linux.Seccomp):
+		return 0, "the profile needs more than its program"
+	}
+	flags := 0
+	for _, f := range cfg.Seccomp.Flags {
+		if f != specs.LinuxSeccompFlagSpecAllow {
+			return 0, fmt.Sprintf("flag %s", f)
+		}
+		flags = seccompFlagSpecAllow
+	}
+	p := s.Process
+	switch {
+	case !p.NoNewPrivileges:
+		return 0, "no no_new_privs"
+	case len(p.Args) == 0:
+		return 0, "no command"
+	case p.SelinuxLabel != "" || (p.ApparmorProfile != "" && apparmor.IsEnabled()):
+		return 0, "an LSM label"
+	case s.Hooks != nil && len(s.Hooks.StartContainer) > 0:
+		return 0, "startContainer hooks"
+	case !slices.ContainsFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.PIDNamespace && n.Path == "" }):
+		return 0, "no PID namespace of its own"
+	case !slices.ContainsFunc(s.Mounts, func(m specs.Mount) bool { return filepath.Clean(m.Destination) == "/proc" && m.Type == "proc" }):
+		return 0, "no /proc"
+	case !staticSelf():
+		return 0, "warden's binary is not statically linked"
+	case !initExecutableByAll():
+		return 0, "warden's binary is not executable by all"
+	}
+	for _, r := range p.Rlimits {
+		if r.Type == "RLIMIT_AS" && r.Soft < 1<<30 {
+			return 0, "an address-space limit under 1 GiB"
+		}
+	}
+	return flags, ""
+}
+
+// staticSelf reports whether this binary has no program interpreter
+// (PT_INTERP): the kernel would load one from the container's root.
+var staticSelf = sync.OnceValue(func() bool {
+	f, err := elf.Open("/proc/self/exe")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	return true
+})
 
 // initExecutableByAll reports whether the copy of warden's binary the
 // init runs from (libcontainer's exeseal: an overlay of this binary, with
@@ -108,38 +183,74 @@ func initExecutableByAll() bool {
 }
 
 // initProgram is the program for profile s, from the cache or compiled
-// into it.
+// into it. A cached file is the program followed by its SHA-256; one that
+// does not check out (a write a crash cut short) is compiled again. The
+// folder must be this user's alone: a program planted there would be
+// every later container's filter.
 func (o *Runtime) initProgram(s *specs.LinuxSeccomp) ([]byte, error) {
 	text, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
 	}
 	major, minor, micro := libseccomp.Version()
-	sum := sha256.Sum256(fmt.Appendf(text, "\n%s libseccomp %d.%d.%d", seccompCacheVersion, major, minor, micro))
+	key := sha256.Sum256(fmt.Appendf(text, "\n%s libseccomp %d.%d.%d", seccompCacheVersion, major, minor, micro))
 	dir := filepath.Join(o.Root, "seccomp")
-	path := filepath.Join(dir, hex.EncodeToString(sum[:])+".bpf")
-	prog, err := os.ReadFile(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return nil, fmt.Errorf("%s is not a folder of this user's alone (mode %o, owner %d)", dir, st.Mode&0o7777, st.Uid)
+	}
+	path := filepath.Join(dir, hex.EncodeToString(key[:])+".bpf")
+	if data, err := os.ReadFile(path); err == nil {
+		if prog, ok := checkedProgram(data); ok {
+			return prog, nil
+		}
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	defer os.Remove(tmp)
+	if err := seccomp.WriteInitProgram(s, tmp); err != nil {
+		return nil, err
+	}
+	prog, err := os.ReadFile(tmp)
 	if err != nil {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, err
+		return nil, err
+	}
+	if n := len(prog) / 8; len(prog)%8 != 0 || n == 0 || n > maxProgram {
+		return nil, fmt.Errorf("libseccomp's program for the profile is malformed (%d bytes)", len(prog))
+	}
+	sum := sha256.Sum256(prog)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_APPEND, 0)
+	if err == nil {
+		_, err = f.Write(sum[:])
+		if err == nil {
+			err = f.Sync()
 		}
-		tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-		if err := seccomp.WriteInitProgram(s, tmp); err != nil {
-			os.Remove(tmp)
-			return nil, err
-		}
-		if prog, err = os.ReadFile(tmp); err == nil {
-			err = os.Rename(tmp, path)
-		}
-		if err != nil {
-			os.Remove(tmp)
-			return nil, err
+		if cerr := f.Close(); err == nil {
+			err = cerr
 		}
 	}
-	if n := len(prog) / 8; len(prog)%8 != 0 || n == 0 || n > 4096 {
-		return nil, fmt.Errorf("seccomp program %s is malformed (%d bytes)", path, len(prog))
+	if err == nil {
+		err = os.Rename(tmp, path)
 	}
-	return prog, nil
+	return prog, err
+}
+
+// checkedProgram is the program of a cached file, if its sum checks out.
+func checkedProgram(data []byte) ([]byte, bool) {
+	if len(data) < sha256.Size {
+		return nil, false
+	}
+	prog, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
+	if n := len(prog) / 8; len(prog)%8 != 0 || n == 0 || n > maxProgram {
+		return nil, false
+	}
+	got := sha256.Sum256(prog)
+	return prog, bytes.Equal(got[:], sum)
 }
 
 // sealedProgram is a memfd holding prog that nothing can change.
@@ -166,7 +277,7 @@ func sealedProgram(prog []byte) (*os.File, error) {
 // the program from the descriptor after the caller's and executes Args.
 func (i *initSeccomp) wrap(args []string, extra []*os.File) ([]string, []*os.File) {
 	fd := 3 + len(extra)
-	return append([]string{"/proc/self/exe", seccompExecMarker, strconv.Itoa(fd)}, args...), append(extra, i.program)
+	return append([]string{"/proc/self/exe", seccompExecMarker, strconv.Itoa(fd), strconv.Itoa(i.flags)}, args...), append(extra, i.program)
 }
 
 // lookCommand finds the container's command in its root the way the
@@ -224,10 +335,10 @@ func lookCommand(pid int, p *specs.Process) error {
 // back, for every later `exec` to load as libcontainer does: in memory
 // (cfg, which libcontainer.Create keeps) and in the state file the init's
 // start wrote without it. Container.Set would write the state too, but
-// writes every cgroup limit again on the way (~1.7 ms here), and decoding
-// and encoding the whole state costs as much: the profile goes in as the
-// first key of the one object under "config" (libcontainer leaves a nil
-// profile out; in a string a key's quotes would be escaped).
+// writes every cgroup limit again on the way, and decoding and encoding
+// the whole state costs as much: the profile goes in as the first key of
+// the one object under "config" (libcontainer leaves a nil profile out; in
+// a string a key's quotes would be escaped).
 func (i *initSeccomp) started(cfg *configs.Config, stateDir string, pid int, p *specs.Process) error {
 	if err := lookCommand(pid, p); err != nil {
 		return err
