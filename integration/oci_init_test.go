@@ -9,8 +9,7 @@ import (
 // TestOCIInitEarly: the binary libcontainer re-executes as every
 // container's init (`warden init`) hands itself over before Go initializes
 // the packages an init never uses: containerinit's init runs before the
-// Prometheus client's (its default registry sets up its collectors), the
-// sandbox package's and main's. Go's initialization order is fixed
+// metrics encoder's, the dashboard's, the sandbox package's and main's. Go's initialization order is fixed
 // by the import graph and the import paths, so the order `warden
 // --version` prints under GODEBUG=inittrace=1 is the order a container's
 // init goes through until its hand-off.
@@ -31,7 +30,8 @@ func TestOCIInitEarly(t *testing.T) {
 		t.Fatalf("no %s in the initialization order (%d packages): the container's init is handed over in main, after every package", handOff, len(order))
 	}
 	for _, later := range []string{
-		"github.com/prometheus/client_golang/prometheus",
+		"github.com/prometheus/common/expfmt",
+		"github.com/warden-sandbox/warden/runtime/dashboard",
 		"github.com/warden-sandbox/warden/runtime/sandbox",
 		"github.com/warden-sandbox/warden/runtime/oci",
 		"main",

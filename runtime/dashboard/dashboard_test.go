@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/warden-sandbox/warden/runtime/daemon"
 )
 
@@ -205,5 +209,43 @@ func TestApprovalsEscaping(t *testing.T) {
 		if !strings.Contains(html, want) {
 			t.Errorf("the table lacks %q:\n%s", want, html)
 		}
+	}
+}
+
+// TestScrapeWrite holds the text /metrics serves: each family once, its
+// series sorted by label values, a histogram's cumulative buckets with
+// +Inf added, and text a Prometheus parser reads back.
+func TestScrapeWrite(t *testing.T) {
+	s := scrape{}
+	s.sample(descSessions, 2, "running")
+	s.sample(descUp, 1)
+	s.sample(descSessions, 0, "frozen")
+	s.sample(descCommands, 5, "ok")
+	bounds, counts, n, sum := []float64{0.005, 0.01}, []uint64{3, 4}, uint64(6), 0.25
+	s.add(descExec, &dto.Metric{Histogram: &dto.Histogram{SampleCount: &n, SampleSum: &sum, Bucket: []*dto.Bucket{
+		{UpperBound: &bounds[0], CumulativeCount: &counts[0]}, {UpperBound: &bounds[1], CumulativeCount: &counts[1]}}}})
+	w := httptest.NewRecorder()
+	s.write(w, httptest.NewRequest("GET", "/metrics", nil))
+	body := w.Body.String()
+	if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("Content-Type %q, want Prometheus text", ct)
+	}
+	for _, want := range []string{
+		"# TYPE warden_commands_total counter\nwarden_commands_total{outcome=\"ok\"} 5\n",
+		"warden_exec_duration_seconds_bucket{le=\"0.005\"} 3\nwarden_exec_duration_seconds_bucket{le=\"0.01\"} 4\nwarden_exec_duration_seconds_bucket{le=\"+Inf\"} 6\nwarden_exec_duration_seconds_sum 0.25\nwarden_exec_duration_seconds_count 6\n",
+		"# TYPE warden_sessions gauge\nwarden_sessions{state=\"frozen\"} 0\nwarden_sessions{state=\"running\"} 2\n",
+		"# TYPE warden_daemon_up gauge\nwarden_daemon_up 1\n",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Index(body, "warden_commands_total") > strings.Index(body, "warden_sessions") {
+		t.Errorf("families not sorted by name:\n%s", body)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil || len(families) != 4 {
+		t.Fatalf("parsed back: %d families, %v\n%s", len(families), err, body)
 	}
 }

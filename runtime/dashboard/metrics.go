@@ -1,101 +1,193 @@
 package dashboard
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
+	"cmp"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/warden-sandbox/warden/runtime/daemon"
 )
 
-// collector asks the daemon at each scrape and reports what it says: a
-// daemon that cannot be asked fails the scrape rather than report
-// numbers nobody counted. Counts start again when the daemon restarts
-// (warden_daemon_start_time_seconds says when), as Prometheus counters
-// may.
-type collector struct{ client *daemon.Client }
+// The metrics are built at each scrape from what the daemon says and
+// written with Prometheus' exposition-format library, not its client
+// library: that one's package initialization (a default registry and its
+// collectors) ran in every warden command and took ~1.4 ms of each
+// (`warden --version`, `warden run`).
+
+// metricDesc is one metric family: its name, help, type and label names.
+type metricDesc struct {
+	name, help string
+	typ        dto.MetricType
+	labels     []string
+}
 
 var (
-	descSessions   = prometheus.NewDesc("warden_sessions", "Sessions of the state root's daemon, by state (running, frozen, stopped).", []string{"state"}, nil)
-	descMemory     = prometheus.NewDesc("warden_session_memory_bytes", "Memory charged to a session's cgroup.", []string{"session", "policy"}, nil)
-	descCPU        = prometheus.NewDesc("warden_session_cpu_seconds_total", "CPU time a session's processes used.", []string{"session", "policy"}, nil)
-	descRunning    = prometheus.NewDesc("warden_session_running_commands", "Commands running in a session.", []string{"session", "policy"}, nil)
-	descCommands   = prometheus.NewDesc("warden_commands_total", "Commands that ended since the daemon started, by outcome (ok, failed, signal, timeout, oom, not_started, error).", []string{"outcome"}, nil)
-	descExec       = prometheus.NewDesc("warden_exec_duration_seconds", "How long commands took, from the daemon's request to the sandbox to their end.", nil, nil)
-	descPoolHits   = prometheus.NewDesc("warden_pool_hits_total", "Sessions that took a ready sandbox from a warm pool.", []string{"policy", "pool"}, nil)
-	descPoolMisses = prometheus.NewDesc("warden_pool_misses_total", "Sessions of a pool's policy that found no ready sandbox and started cold.", []string{"policy", "pool"}, nil)
-	descPoolReady  = prometheus.NewDesc("warden_pool_ready", "Sandboxes ready in a warm pool.", []string{"policy", "pool"}, nil)
-	descEgressConn = prometheus.NewDesc("warden_egress_connections_total", "Egress proxy decisions (connections, and plain HTTP requests) since the daemon started.", []string{"decision"}, nil)
-	descEgressByte = prometheus.NewDesc("warden_egress_bytes_total", "Bytes through the egress proxy's allowed connections, out of the sandboxes and in to them.", []string{"direction"}, nil)
-	descAsksWait   = prometheus.NewDesc("warden_approvals_pending", "Commands a policy's commands.ask holds, waiting for an answer now.", nil, nil)
-	descAsksDone   = prometheus.NewDesc("warden_approvals_answered_total", "Commands commands.ask held that stopped waiting since the daemon started, by outcome (approved, denied, timeout, withdrawn).", []string{"outcome"}, nil)
-	descStart      = prometheus.NewDesc("warden_daemon_start_time_seconds", "When the daemon whose counts these are started, in seconds since the epoch.", nil, nil)
-	descUp         = prometheus.NewDesc("warden_daemon_up", "Whether the daemon answered this scrape.", nil, nil)
+	gauge, counter = dto.MetricType_GAUGE, dto.MetricType_COUNTER
+
+	descSessions   = metricDesc{"warden_sessions", "Sessions of the state root's daemon, by state (running, frozen, stopped).", gauge, []string{"state"}}
+	descMemory     = metricDesc{"warden_session_memory_bytes", "Memory charged to a session's cgroup.", gauge, []string{"session", "policy"}}
+	descCPU        = metricDesc{"warden_session_cpu_seconds_total", "CPU time a session's processes used.", counter, []string{"session", "policy"}}
+	descRunning    = metricDesc{"warden_session_running_commands", "Commands running in a session.", gauge, []string{"session", "policy"}}
+	descCommands   = metricDesc{"warden_commands_total", "Commands that ended since the daemon started, by outcome (ok, failed, signal, timeout, oom, not_started, error).", counter, []string{"outcome"}}
+	descExec       = metricDesc{"warden_exec_duration_seconds", "How long commands took, from the daemon's request to the sandbox to their end.", dto.MetricType_HISTOGRAM, nil}
+	descPoolHits   = metricDesc{"warden_pool_hits_total", "Sessions that took a ready sandbox from a warm pool.", counter, []string{"policy", "pool"}}
+	descPoolMisses = metricDesc{"warden_pool_misses_total", "Sessions of a pool's policy that found no ready sandbox and started cold.", counter, []string{"policy", "pool"}}
+	descPoolReady  = metricDesc{"warden_pool_ready", "Sandboxes ready in a warm pool.", gauge, []string{"policy", "pool"}}
+	descEgressConn = metricDesc{"warden_egress_connections_total", "Egress proxy decisions (connections, and plain HTTP requests) since the daemon started.", counter, []string{"decision"}}
+	descEgressByte = metricDesc{"warden_egress_bytes_total", "Bytes through the egress proxy's allowed connections, out of the sandboxes and in to them.", counter, []string{"direction"}}
+	descAsksWait   = metricDesc{"warden_approvals_pending", "Commands a policy's commands.ask holds, waiting for an answer now.", gauge, nil}
+	descAsksDone   = metricDesc{"warden_approvals_answered_total", "Commands commands.ask held that stopped waiting since the daemon started, by outcome (approved, denied, timeout, withdrawn).", counter, []string{"outcome"}}
+	descStart      = metricDesc{"warden_daemon_start_time_seconds", "When the daemon whose counts these are started, in seconds since the epoch.", gauge, nil}
+	descUp         = metricDesc{"warden_daemon_up", "Whether the daemon answered this scrape.", gauge, nil}
 )
 
-// Describe sends nothing: the per-session and per-pool series come and
-// go, so the collector is unchecked.
-func (c *collector) Describe(chan<- *prometheus.Desc) {}
+// scrape is the metric families of one scrape, by name.
+type scrape map[string]*dto.MetricFamily
 
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	fail := func(err error) { ch <- prometheus.NewInvalidMetric(descUp, err) }
-	sessions, err := c.client.Sessions()
-	if err != nil {
-		fail(err)
-		return
+// sample adds a gauge's or counter's value with the label values of d's
+// label names, in order.
+func (s scrape) sample(d metricDesc, value float64, labelValues ...string) {
+	m := &dto.Metric{Label: labelPairs(d.labels, labelValues)}
+	if d.typ == dto.MetricType_COUNTER {
+		m.Counter = &dto.Counter{Value: &value}
+	} else {
+		m.Gauge = &dto.Gauge{Value: &value}
 	}
-	st, err := c.client.Stats()
-	if err != nil {
-		fail(err)
-		return
+	s.add(d, m)
+}
+
+func (s scrape) add(d metricDesc, m *dto.Metric) {
+	f := s[d.name]
+	if f == nil {
+		f = &dto.MetricFamily{Name: &d.name, Help: &d.help, Type: &d.typ}
+		s[d.name] = f
 	}
-	pools, err := c.client.Pools()
-	if err != nil {
-		fail(err)
-		return
+	f.Metric = append(f.Metric, m)
+}
+
+func labelPairs(names, values []string) []*dto.LabelPair {
+	if len(names) != len(values) {
+		panic(fmt.Sprintf("metric labels %v given values %v", names, values))
 	}
-	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
-	ch <- prometheus.MustNewConstMetric(descUp, gauge, 1)
-	ch <- prometheus.MustNewConstMetric(descStart, gauge, float64(st.Since.UnixNano())/1e9)
+	pairs := make([]*dto.LabelPair, len(names))
+	for i := range names {
+		pairs[i] = &dto.LabelPair{Name: &names[i], Value: &values[i]}
+	}
+	return pairs
+}
+
+// sorted is the families by name, each one's series by label values, as
+// Prometheus' own registry gathers them.
+func (s scrape) sorted() []*dto.MetricFamily {
+	out := make([]*dto.MetricFamily, 0, len(s))
+	for _, f := range s {
+		slices.SortFunc(f.Metric, func(a, b *dto.Metric) int {
+			for i := range min(len(a.Label), len(b.Label)) {
+				if c := strings.Compare(a.Label[i].GetValue(), b.Label[i].GetValue()); c != 0 {
+					return c
+				}
+			}
+			return cmp.Compare(len(a.Label), len(b.Label))
+		})
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return out
+}
+
+// metrics asks the daemon at each scrape and reports what it says: a
+// daemon that cannot be asked fails the scrape (HTTP 500) rather than
+// report numbers nobody counted. Counts start again when the daemon
+// restarts (warden_daemon_start_time_seconds says when), as Prometheus
+// counters may.
+func metrics(client *daemon.Client) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, err := collect(client)
+		if err != nil {
+			http.Error(w, "warden: the daemon did not answer this scrape: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		s.write(w, r)
+	}
+}
+
+// write encodes the scrape in the format the request accepts (the text
+// format unless it asks for another Prometheus format).
+func (s scrape) write(w http.ResponseWriter, r *http.Request) {
+	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
+	w.Header().Set("Content-Type", string(format))
+	enc := expfmt.NewEncoder(w, format)
+	for _, f := range s.sorted() {
+		if err := enc.Encode(f); err != nil {
+			return // the scraper went away
+		}
+	}
+	if c, ok := enc.(expfmt.Closer); ok {
+		c.Close()
+	}
+}
+
+func collect(client *daemon.Client) (scrape, error) {
+	sessions, err := client.Sessions()
+	if err != nil {
+		return nil, err
+	}
+	st, err := client.Stats()
+	if err != nil {
+		return nil, err
+	}
+	pools, err := client.Pools()
+	if err != nil {
+		return nil, err
+	}
+	s := scrape{}
+	s.sample(descUp, 1)
+	s.sample(descStart, float64(st.Since.UnixNano())/1e9)
 
 	byState := map[string]int{"running": 0, "frozen": 0, "stopped": 0}
 	policy := map[string]string{}
-	for _, s := range sessions {
-		byState[s.State]++
-		policy[s.ID] = s.Policy
-		ch <- prometheus.MustNewConstMetric(descRunning, gauge, float64(s.Running), s.ID, s.Policy)
+	for _, se := range sessions {
+		byState[se.State]++
+		policy[se.ID] = se.Policy
+		s.sample(descRunning, float64(se.Running), se.ID, se.Policy)
 	}
 	for state, n := range byState {
-		ch <- prometheus.MustNewConstMetric(descSessions, gauge, float64(n), state)
+		s.sample(descSessions, float64(n), state)
 	}
-	for _, s := range st.Sessions {
-		if p, ok := policy[s.ID]; ok && s.MemoryBytes != nil && s.CPUNanos != nil {
-			ch <- prometheus.MustNewConstMetric(descMemory, gauge, float64(*s.MemoryBytes), s.ID, p)
-			ch <- prometheus.MustNewConstMetric(descCPU, counter, float64(*s.CPUNanos)/1e9, s.ID, p)
+	for _, se := range st.Sessions {
+		if p, ok := policy[se.ID]; ok && se.MemoryBytes != nil && se.CPUNanos != nil {
+			s.sample(descMemory, float64(*se.MemoryBytes), se.ID, p)
+			s.sample(descCPU, float64(*se.CPUNanos)/1e9, se.ID, p)
 		}
 	}
 	for outcome, n := range st.Commands {
-		ch <- prometheus.MustNewConstMetric(descCommands, counter, float64(n), outcome)
+		s.sample(descCommands, float64(n), outcome)
 	}
 	h := st.ExecSeconds
-	buckets := map[float64]uint64{}
-	for i, b := range h.Bounds {
-		if i < len(h.Counts) {
-			buckets[b] = h.Counts[i]
-		}
+	hist := &dto.Histogram{SampleCount: &h.Count, SampleSum: &h.Sum}
+	for i := range min(len(h.Bounds), len(h.Counts)) { // counts are cumulative
+		hist.Bucket = append(hist.Bucket, &dto.Bucket{UpperBound: &h.Bounds[i], CumulativeCount: &h.Counts[i]})
 	}
-	ch <- prometheus.MustNewConstHistogram(descExec, h.Count, h.Sum, buckets)
+	s.add(descExec, &dto.Metric{Histogram: hist})
 	for _, p := range pools {
-		ch <- prometheus.MustNewConstMetric(descPoolHits, counter, float64(p.Hits), p.Policy, p.Key)
-		ch <- prometheus.MustNewConstMetric(descPoolMisses, counter, float64(p.Misses), p.Policy, p.Key)
-		ch <- prometheus.MustNewConstMetric(descPoolReady, gauge, float64(p.Ready), p.Policy, p.Key)
+		s.sample(descPoolHits, float64(p.Hits), p.Policy, p.Key)
+		s.sample(descPoolMisses, float64(p.Misses), p.Policy, p.Key)
+		s.sample(descPoolReady, float64(p.Ready), p.Policy, p.Key)
 	}
-	ch <- prometheus.MustNewConstMetric(descEgressConn, counter, float64(st.Egress.Allowed), "allowed")
-	ch <- prometheus.MustNewConstMetric(descEgressConn, counter, float64(st.Egress.Denied), "denied")
-	ch <- prometheus.MustNewConstMetric(descEgressByte, counter, float64(st.Egress.BytesOut), "out")
-	ch <- prometheus.MustNewConstMetric(descEgressByte, counter, float64(st.Egress.BytesIn), "in")
+	s.sample(descEgressConn, float64(st.Egress.Allowed), "allowed")
+	s.sample(descEgressConn, float64(st.Egress.Denied), "denied")
+	s.sample(descEgressByte, float64(st.Egress.BytesOut), "out")
+	s.sample(descEgressByte, float64(st.Egress.BytesIn), "in")
 	if a := st.Approvals; a != nil { // a daemon older than approvals counts none
-		ch <- prometheus.MustNewConstMetric(descAsksWait, gauge, float64(a.Pending))
+		s.sample(descAsksWait, float64(a.Pending))
 		for outcome, n := range a.Answered {
-			ch <- prometheus.MustNewConstMetric(descAsksDone, counter, float64(n), outcome)
+			s.sample(descAsksDone, float64(n), outcome)
 		}
 	}
+	return s, nil
 }

@@ -12,9 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/warden-sandbox/warden/runtime/daemon"
 )
 
@@ -81,9 +78,6 @@ func New(cfg Config) (*Server, error) {
 			"localhost:" + port:                         true,
 			net.JoinHostPort(ip.Unmap().String(), port): true,
 		}}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(&collector{client: cfg.Client})
-	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 
 	s.mux.HandleFunc("GET /login", s.loginPage)
 	s.mux.HandleFunc("POST /login", s.loginPost)
@@ -98,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.Handle("GET /events/approvals", s.authed(s.approvalsEvents))
 	s.mux.Handle("POST /approvals/{id}/{op}", s.changes(s.approvalAction))
 	s.mux.Handle("GET /pools", s.authed(s.poolsPage))
-	s.mux.Handle("GET /metrics", s.authed(metrics.ServeHTTP))
+	s.mux.Handle("GET /metrics", s.authed(metrics(cfg.Client)))
 	s.mux.Handle("GET /static/app.js", s.authed(static("app.js", "text/javascript; charset=utf-8")))
 	s.mux.Handle("GET /static/style.css", s.authed(static("style.css", "text/css; charset=utf-8")))
 	return s, nil
