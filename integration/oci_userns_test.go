@@ -136,6 +136,15 @@ func TestOCIPolicyUserNamespace(t *testing.T) {
 			t.Fatalf("delete %s: %s", c, r.Stderr)
 		}
 	}
+	// Refused by the policy after its root was checked (and, meanwhile,
+	// mounted id-mapped): nothing is left either.
+	id5 := "userns-refused-" + randomHex(4)
+	bundle5 := busyboxBundle(t, id5, func(s *specs.Spec) {
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/host-root", Type: "bind", Source: "/root", Options: []string{"rbind", "ro"}})
+	})
+	if r := o.warden(t, "--policy", policy, "run", "--bundle", bundle5, id5); r.Exit == 0 || !strings.Contains(r.Stderr, "/root") {
+		t.Fatalf("a bind of /root the policy does not grant: exit %d, %s", r.Exit, r.Stderr)
+	}
 	id4 := "userns-" + randomHex(4)
 	bundle4 := busyboxBundle(t, id4, func(s *specs.Spec) { s.Process.Args = []string{"sh", "-c", "ls -ln /bin/busybox"} })
 	if r := o.warden(t, "--policy", policy, "run", "--bundle", bundle4, id4); r.Exit != 0 || !strings.Contains(r.Stdout, " 0 ") {

@@ -19,15 +19,9 @@ import (
 // rootfs: the container's root is read-only; a private /tmp (noexec, half
 // the memory limit) is added when the config has none.
 func (t *tightener) rootfs() error {
-	real, err := filepath.EvalSymlinks(t.s.Root.Path)
+	real, err := ContainerRoot(t.s.Root.Path, t.o.Bundle, t.p.Name)
 	if err != nil {
-		return fmt.Errorf("%w: root.path %s: %v", ErrInvalid, t.s.Root.Path, err)
-	}
-	if real == "/" {
-		return fmt.Errorf("%w: root.path %s is the host's own root; a container under policy %s needs its own root file system", ErrInvalid, t.s.Root.Path, t.p.Name)
-	}
-	if !t.ownRoot(real) {
-		return fmt.Errorf("%w: root.path %s is a folder of the host's (neither inside the bundle nor an overlay mounted for the container, as an engine's snapshot is); under policy %s a container's root is its own, the host's folders only through [fs] grants; put the root file system in the bundle", ErrInvalid, t.s.Root.Path, t.p.Name)
+		return err
 	}
 	// What was checked is what runc mounts: a link swapped in later
 	// cannot redirect it.
@@ -55,15 +49,33 @@ func (t *tightener) rootfs() error {
 	return nil
 }
 
+// ContainerRoot is the root file system path of a container under
+// policy (named for messages) with its symlinks resolved, or why it may
+// not be one (ErrInvalid): Tighten's check of root.path, which a caller
+// that works on the root while the spec is tightened makes first.
+func ContainerRoot(path, bundle, policy string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: root.path %s: %v", ErrInvalid, path, err)
+	}
+	if real == "/" {
+		return "", fmt.Errorf("%w: root.path %s is the host's own root; a container under policy %s needs its own root file system", ErrInvalid, path, policy)
+	}
+	if !ownRoot(real, bundle) {
+		return "", fmt.Errorf("%w: root.path %s is a folder of the host's (neither inside the bundle nor an overlay mounted for the container, as an engine's snapshot is); under policy %s a container's root is its own, the host's folders only through [fs] grants; put the root file system in the bundle", ErrInvalid, path, policy)
+	}
+	return real, nil
+}
+
 // ownRoot reports whether a root file system (symlinks resolved) is the
 // container's own: inside the bundle (runc's bundle/rootfs, containerd's),
 // or the root of an overlay mounted for it (docker's overlay2/ID/merged).
 // Anything else is a host folder, which would show the container what the
 // policy never granted (root.path "/home", "/run/user/1000", another pod's
 // volume).
-func (t *tightener) ownRoot(real string) bool {
-	if t.o.Bundle != "" {
-		if bundle, err := filepath.EvalSymlinks(t.o.Bundle); err == nil {
+func ownRoot(real, bundle string) bool {
+	if bundle != "" {
+		if bundle, err := filepath.EvalSymlinks(bundle); err == nil {
 			if _, ok := hostfs.Under(real, bundle); ok {
 				return true
 			}

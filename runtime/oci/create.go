@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/specconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/warden-sandbox/warden/policies"
 
 	"github.com/warden-sandbox/warden/runtime/sandbox"
+	"github.com/warden-sandbox/warden/spec"
 )
 
 // CreateOptions are the flags of create and run.
@@ -121,16 +123,29 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 	if userns != nil {
 		// Tightened for the user namespace on a copy: where the root
 		// cannot be id-mapped (the kernel or its file system cannot), the
-		// container runs as before, without one (install says so).
+		// container runs as before, without one (install says so). The
+		// root, once checked, is mounted while the spec is tightened
+		// (~1.3 ms of each start, on another CPU).
 		with := cloneSpec(s)
-		if rec, err = o.tighten(opts.ID, bundle, with, p, file, userns.UserNamespace, gvisor); err != nil {
+		root, err := spec.ContainerRoot(with.Root.Path, bundle, p.Name)
+		if err != nil {
 			return -1, err
 		}
-		if err := o.idmapRoot(opts.ID, with, userns); err != nil {
-			logrus.Warnf("container %s runs without a user namespace, its root is the host's: %v", opts.ID, err)
+		idmapped := make(chan error, 1)
+		go func() { idmapped <- o.idmapRoot(opts.ID, root, userns) }()
+		rec, err = o.tighten(opts.ID, bundle, with, p, file, userns.UserNamespace, gvisor)
+		mountErr := <-idmapped // undone by Create on an error
+		switch {
+		case err != nil:
+			return -1, err
+		case mountErr != nil:
+			logrus.Warnf("container %s runs without a user namespace, its root is the host's: %v", opts.ID, mountErr)
 			userns.undo()
 			userns = nil
-		} else {
+		case with.Root.Path != root:
+			return -1, fmt.Errorf("%w: root.path %s was changed while the container was created (%s, then %s); create it again", spec.ErrInvalid, s.Root.Path, root, with.Root.Path)
+		default:
+			with.Root.Path = userns.root
 			s = with
 		}
 	}
@@ -190,13 +205,13 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 	}
 	if rec != nil {
 		r.afterStart = func(pid int) error {
-			if err := sandbox.CheckBinds(pid, pins); err != nil {
-				return err
-			}
+			// Independent checks and changes, made at once (~0.5 ms of
+			// each start): the process runs only if all succeed.
+			steps := []func() error{func() error { return sandbox.CheckBinds(pid, pins) }}
 			if filter != nil {
-				if err := filter.started(cfg, filepath.Join(o.stateDir(), opts.ID), pid, s.Process); err != nil {
-					return err
-				}
+				steps = append(steps, func() error {
+					return filter.started(cfg, filepath.Join(o.stateDir(), opts.ID), pid, s.Process)
+				})
 			}
 			if !rec.Network && !joinsNetwork(s) {
 				// The engine's prestart hooks (docker's libnetwork) and CNI
@@ -204,9 +219,9 @@ func (o *Runtime) create(opts CreateOptions, run bool, bundle string, s *specs.S
 				// without network leaves only loopback, before the process
 				// runs. A joined namespace is another container's (checked
 				// closed by Tighten), never stripped.
-				return isolateNetwork(pid)
+				steps = append(steps, func() error { return isolateNetwork(pid) })
 			}
-			return nil
+			return together(steps...)
 		}
 	}
 	status, err := r.run(s.Process, run)
@@ -274,4 +289,17 @@ func (o *Runtime) Start(id string) error {
 		return errors.New("cannot start an already running container")
 	}
 	return fmt.Errorf("cannot start a container in the %s state", st)
+}
+
+// together runs steps at once, the first on the caller's goroutine, and
+// returns their errors joined once all have ended.
+func together(steps ...func() error) error {
+	errs := make([]error, len(steps))
+	var wg sync.WaitGroup
+	for i, step := range steps[1:] {
+		wg.Go(func() { errs[i+1] = step() })
+	}
+	errs[0] = steps[0]()
+	wg.Wait()
+	return errors.Join(errs...)
 }

@@ -245,9 +245,10 @@ func (o *Runtime) collectLeases() []string {
 	return removed
 }
 
-// idmapRoot mounts the container's root file system id-mapped with its
-// user namespace's ids at idRootDir and points root.path there.
-func (o *Runtime) idmapRoot(id string, s *specs.Spec, u *usernsSetup) error {
+// idmapRoot mounts the container's root file system (root, checked by
+// spec.ContainerRoot) id-mapped with its user namespace's ids at
+// idRootDir, which becomes u.root.
+func (o *Runtime) idmapRoot(id, root string, u *usernsSetup) error {
 	dir := o.idRootDir(id)
 	if err := sandbox.MakeStateDir(filepath.Dir(dir)); err != nil {
 		return fmt.Errorf("state root: %w", err)
@@ -258,12 +259,12 @@ func (o *Runtime) idmapRoot(id string, s *specs.Spec, u *usernsSetup) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("state root: %w", err)
 	}
-	err := mountIDMapped(s.Root.Path, dir, u.UserNamespace)
+	err := mountIDMapped(root, dir, u.UserNamespace)
 	if err != nil {
 		os.Remove(dir)
-		return fmt.Errorf("root.path %s: an id-mapped mount for the container's user namespace: %w", s.Root.Path, err)
+		return fmt.Errorf("root.path %s: an id-mapped mount for the container's user namespace: %w", root, err)
 	}
-	s.Root.Path, u.root = dir, dir
+	u.root = dir
 	return nil
 }
 
