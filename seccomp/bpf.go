@@ -233,3 +233,19 @@ func archName(a specs.Arch) string {
 	}
 	return string(a)
 }
+
+// X86_64Syscalls are the names of the x86-64 syscalls libseccomp knows
+// (numbers 0-511; those above are x32's), in number order: what a profile
+// must name to refuse every syscall one by one.
+func X86_64Syscalls() ([]string, error) {
+	var names []string
+	for n := range 512 {
+		if name, err := libseccomp.ScmpSyscall(n).GetNameByArch(libseccomp.ArchAMD64); err == nil && name != "" {
+			names = append(names, name)
+		}
+	}
+	if len(names) < 300 {
+		return nil, fmt.Errorf("libseccomp knows %d x86-64 syscalls, fewer than Linux has", len(names))
+	}
+	return names, nil
+}

@@ -15,3 +15,6 @@ func WriteBPF(*specs.LinuxSeccomp, string) error { return errNoLibseccomp }
 
 // WriteInitProgram needs libseccomp: this build has none (see bpf.go).
 func WriteInitProgram(*specs.LinuxSeccomp, string) error { return errNoLibseccomp }
+
+// X86_64Syscalls needs libseccomp: this build has none (see bpf.go).
+func X86_64Syscalls() ([]string, error) { return nil, errNoLibseccomp }

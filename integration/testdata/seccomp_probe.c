@@ -12,6 +12,15 @@
  * Arguments are harmless: where the kernel would otherwise act (reboot, the
  * clock), they are invalid or leave things as they are. Always exits 0.
  *
+ * With the argument "sweep" it makes every syscall number 0-511, and the
+ * same numbers with the x32 bit, once each with every argument all ones
+ * (invalid as a pointer, a descriptor, a length or flags), and prints
+ *
+ *   sweep N RESULT          N decimal, RESULT as above, or exit=N when the
+ *                           call ended the child (exit, exit_group)
+ *
+ * A child that blocks is ended by an alarm (signal=14).
+ *
  * Built by integration/seccomp_test.go with: gcc -static -O1 -o probe seccomp_probe.c
  */
 #define _GNU_SOURCE
@@ -241,7 +250,56 @@ static const struct {
 	{"allowed", "landlock_create_ruleset", t_landlock},
 };
 
-int main(void) {
+/* sweep makes syscall nr with all-ones arguments in a child. */
+static void sweep(long nr) {
+	int fds[2];
+	if (pipe(fds) < 0) {
+		printf("sweep %ld pipe-errno=%d\n", nr, errno);
+		return;
+	}
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0) {
+		printf("sweep %ld fork-errno=%d\n", nr, errno);
+		close(fds[0]);
+		close(fds[1]);
+		return;
+	}
+	if (pid == 0) {
+		pid_t self = getpid();
+		close(fds[0]);
+		alarm(3);
+		long all = -1;
+		long r = syscall(nr, all, all, all, all, all, all);
+		int e = r < 0 ? errno : 0;
+		if (getpid() != self) /* a new process (fork, vfork, clone) */
+			_exit(0);
+		if (write(fds[1], &e, sizeof e) != sizeof e)
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[1]);
+	int e, status;
+	ssize_t n = read(fds[0], &e, sizeof e);
+	close(fds[0]);
+	if (waitpid(pid, &status, 0) < 0)
+		printf("sweep %ld wait-errno=%d\n", nr, errno);
+	else if (n == sizeof e)
+		printf("sweep %ld errno=%d\n", nr, e);
+	else if (WIFSIGNALED(status))
+		printf("sweep %ld signal=%d\n", nr, WTERMSIG(status));
+	else
+		printf("sweep %ld exit=%d\n", nr, WEXITSTATUS(status));
+}
+
+int main(int argc, char **argv) {
+	if (argc > 1 && strcmp(argv[1], "sweep") == 0) {
+		for (long nr = 0; nr < 512; nr++)
+			sweep(nr);
+		for (long nr = 0; nr < 512; nr++)
+			sweep(nr | 0x40000000L);
+		return 0;
+	}
 	for (size_t i = 0; i < sizeof attempts / sizeof attempts[0]; i++) {
 		fflush(stdout);
 		pid_t pid = fork();

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"cmp"
 	"slices"
 	"testing"
 
@@ -55,17 +56,7 @@ func TestGVisorSpec(t *testing.T) {
 	if len(nproc) != 1 || nproc[0].Hard != 32 || nproc[0].Soft != 32 {
 		t.Errorf("RLIMIT_NPROC %+v, want one of 32 (the policy's pids, inside gVisor)", nproc)
 	}
-	allowed := false
-	for _, r := range s.Linux.Seccomp.Syscalls {
-		if !slices.Contains(r.Names, "clone3") {
-			continue
-		}
-		if r.Action != specs.ActAllow || len(r.Args) > 0 {
-			t.Errorf("clone3 still has a rule %+v", r)
-		}
-		allowed = true
-	}
-	if !allowed {
+	if !runscAllows(s.Linux.Seccomp, "clone3", [6]uint64{}) {
 		t.Error("clone3 is not allowed")
 	}
 	// The rest of the profile decides as before: memfd_create is still
@@ -88,7 +79,7 @@ func TestRunscSeccompDecidesTheSame(t *testing.T) {
 		{Names: []string{"kill"}, Action: specs.ActAllow},
 		{Names: []string{"kill", "mount"}, Action: specs.ActErrno},
 	}}
-	if lean := runscSeccomp(ahead); namesIn(lean) != 2+1 {
+	if lean := runscRules(ahead); namesIn(lean) != 2+1 {
 		t.Errorf("runsc's profile of %+v is %+v: want the refusal of kill ahead of its allow, the allow, and clone3", ahead.Syscalls, lean.Syscalls)
 	}
 	// A refusal and allow rules for the bits where a call differs from it
@@ -106,14 +97,14 @@ func TestRunscSeccompDecidesTheSame(t *testing.T) {
 		return p
 	}
 	covering, short := perBit(32), perBit(31)
-	if lean := runscSeccomp(covering); namesIn(lean) != 1+1+1 || len(lean.Syscalls[1].Args) != 0 {
+	if lean := runscRules(covering); namesIn(lean) != 1+1+1 || len(lean.Syscalls[1].Args) != 0 {
 		t.Errorf("runsc's profile of the refusal and its 32 complements is %+v: want the refusal, one allow, clone3", lean.Syscalls)
 	}
-	if lean := runscSeccomp(short); namesIn(lean) != 1+31+1 {
+	if lean := runscRules(short); namesIn(lean) != 1+31+1 {
 		t.Errorf("runsc's profile of the refusal and 31 of its complements is %+v: want it whole", lean.Syscalls)
 	}
 	ioctls := 0
-	for _, r := range runscSeccomp(wseccomp.Default()).Syscalls {
+	for _, r := range runscRules(wseccomp.Default()).Syscalls {
 		if slices.Contains(r.Names, "ioctl") {
 			ioctls++
 		}
@@ -121,10 +112,31 @@ func TestRunscSeccompDecidesTheSame(t *testing.T) {
 	if ioctls != 2 {
 		t.Errorf("runsc's profile has %d ioctl rules: want TIOCSTI's refusal and one allow", ioctls)
 	}
+	// Rules runscInverted keeps, in order: a refusal under a condition
+	// ahead of an allow of the same call, an allow under a condition with
+	// nothing after it (refused after it), one after an unconditional
+	// allow (dead), another action, and libseccomp's name of a syscall
+	// gVisor names otherwise.
+	errno := uint(1)
+	invertible := &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, DefaultErrnoRet: &errno, Syscalls: []specs.LinuxSyscall{
+		{Names: []string{"read", "write", "getpid"}, Action: specs.ActAllow},
+		{Names: []string{"kill"}, Action: specs.ActErrno, Args: []specs.LinuxSeccompArg{{Index: 1, Value: 9, Op: specs.OpEqualTo}}},
+		{Names: []string{"kill", "personality"}, Action: specs.ActAllow},
+		{Names: []string{"personality", "socket"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{{Index: 0, Value: 2, Op: specs.OpEqualTo}}},
+		{Names: []string{"mount"}, Action: specs.ActKillProcess},
+		{Names: []string{"_sysctl"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{{Index: 0, Value: 1, Op: specs.OpEqualTo}}},
+	}}
+	if lean := runscSeccomp(invertible); lean.DefaultAction != specs.ActAllow || namesIn(lean) > 400 {
+		t.Errorf("runsc's profile of %+v allows by default=%v, names %d: want it inverted", invertible.Syscalls, lean.DefaultAction == specs.ActAllow, namesIn(lean))
+	}
+	all, err := wseccomp.X86_64Syscalls()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		full *specs.LinuxSeccomp
-	}{{"default", wseccomp.Default()}, {"refusal ahead", ahead}, {"complements", covering}, {"complements short of one", short}} {
+	}{{"default", wseccomp.Default()}, {"refusal ahead", ahead}, {"complements", covering}, {"complements short of one", short}, {"inverted", invertible}} {
 		full := tc.full
 		// The whole profile, clone3 aside (runscSeccomp allows it, see
 		// TestGVisorSpec).
@@ -134,14 +146,15 @@ func TestRunscSeccompDecidesTheSame(t *testing.T) {
 			whole.Syscalls[i].Names = slices.DeleteFunc(slices.Clone(whole.Syscalls[i].Names), func(n string) bool { return n == "clone3" })
 		}
 		lean := runscSeccomp(full)
-		if got, was := namesIn(lean), namesIn(&whole); tc.name == "default" && got > was-150 {
-			t.Errorf("the profile for runsc names %d syscall rules, the whole %d: few refusals were left out", got, was)
+		if got, was := namesIn(lean), namesIn(&whole); tc.name == "default" && (got > was-300 || lean.DefaultAction != specs.ActAllow) {
+			t.Errorf("the profile for runsc names %d syscall rules, the whole %d, and allows by default=%v: not the inverted one", got, was, lean.DefaultAction == specs.ActAllow)
 		}
 		calls := 0
-		for _, name := range uniqueNames(&whole) {
+		// Every x86-64 syscall, by runsc's name in runsc's profile.
+		for _, name := range slices.Compact(slices.Sorted(slices.Values(append(uniqueNames(&whole), all...)))) {
 			for _, args := range argsToTry(&whole, name) {
 				calls++
-				if a, b := runscAllows(lean, name, args), runscAllows(&whole, name, args); a != b {
+				if a, b := runscAllows(lean, cmp.Or(runscNames[name], name), args), runscAllows(&whole, name, args); a != b {
 					t.Errorf("%s: %s%v: runsc's profile allows=%v, the whole profile allows=%v", tc.name, name, args, a, b)
 				}
 			}
