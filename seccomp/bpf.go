@@ -234,18 +234,16 @@ func archName(a specs.Arch) string {
 	return string(a)
 }
 
-// X86_64Syscalls are the names of the x86-64 syscalls libseccomp knows
-// (numbers 0-511; those above are x32's), in number order: what a profile
-// must name to refuse every syscall one by one.
+// X86_64Syscalls are the names of every x86-64 syscall (numbers 0-511;
+// those above are x32's) in number order, from libseccomp and, for those
+// it may not know, laterSyscalls: what a profile must name to refuse
+// every syscall one by one. It fails when one is left without a name.
 func X86_64Syscalls() ([]string, error) {
-	var names []string
-	for n := range 512 {
-		if name, err := libseccomp.ScmpSyscall(n).GetNameByArch(libseccomp.ArchAMD64); err == nil && name != "" {
-			names = append(names, name)
+	return x86_64Names(func(n int) string {
+		name, err := libseccomp.ScmpSyscall(n).GetNameByArch(libseccomp.ArchAMD64)
+		if err != nil {
+			return ""
 		}
-	}
-	if len(names) < 300 {
-		return nil, fmt.Errorf("libseccomp knows %d x86-64 syscalls, fewer than Linux has", len(names))
-	}
-	return names, nil
+		return name
+	})
 }

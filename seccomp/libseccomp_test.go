@@ -4,6 +4,7 @@ package seccomp
 
 import (
 	"os"
+	"slices"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -126,4 +127,26 @@ func action(t *testing.T, a specs.LinuxSeccompAction, errnoRet *uint) libseccomp
 	}
 	t.Fatalf("unexpected action %s", a)
 	return libseccomp.ActInvalid
+}
+
+// The numbers laterSyscalls takes from golang.org/x/sys are libseccomp's
+// where libseccomp knows the name, and X86_64Syscalls names every number
+// the profile names.
+func TestLaterSyscallsAgree(t *testing.T) {
+	for n, name := range laterSyscalls {
+		if nr, err := libseccomp.GetSyscallFromNameByArch(name, libseccomp.ArchAMD64); err == nil && int(nr) != n {
+			t.Errorf("%s: %d in laterSyscalls, %d to libseccomp", name, n, nr)
+		}
+	}
+	all, err := X86_64Syscalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rule := range Default().Syscalls {
+		for _, name := range rule.Names {
+			if !slices.Contains(all, name) {
+				t.Errorf("%s: named by the profile, not by X86_64Syscalls", name)
+			}
+		}
+	}
 }
