@@ -1,6 +1,8 @@
 package dashboard
 
 import (
+	"compress/gzip"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -247,5 +249,40 @@ func TestScrapeWrite(t *testing.T) {
 	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil || len(families) != 4 {
 		t.Fatalf("parsed back: %d families, %v\n%s", len(families), err, body)
+	}
+
+	// Labels by name, series by their values in that order; gzipped for
+	// a scraper that accepts it, and not for one that refuses it.
+	s = scrape{}
+	s.sample(descMemory, 3, "s2", "a")
+	s.sample(descMemory, 1, "s9", "a")
+	s.sample(descMemory, 2, "s1", "b")
+	for _, tc := range []struct {
+		accept string
+		gzip   bool
+	}{{"gzip", true}, {"deflate, gzip;q=0.5", true}, {"gzip;q=0", false}, {"identity", false}} {
+		r := httptest.NewRequest("GET", "/metrics", nil)
+		r.Header.Set("Accept-Encoding", tc.accept)
+		w := httptest.NewRecorder()
+		s.write(w, r)
+		var body io.Reader = w.Body
+		if got := w.Header().Get("Content-Encoding") == "gzip"; got != tc.gzip {
+			t.Errorf("Accept-Encoding %q: gzipped=%v, want %v", tc.accept, got, tc.gzip)
+		}
+		if tc.gzip {
+			z, err := gzip.NewReader(w.Body)
+			if err != nil {
+				t.Fatalf("Accept-Encoding %q: %v", tc.accept, err)
+			}
+			body = z
+		}
+		text, err := io.ReadAll(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "warden_session_memory_bytes{policy=\"a\",session=\"s2\"} 3\nwarden_session_memory_bytes{policy=\"a\",session=\"s9\"} 1\nwarden_session_memory_bytes{policy=\"b\",session=\"s1\"} 2\n"
+		if !strings.Contains(string(text), want) {
+			t.Errorf("Accept-Encoding %q: /metrics lacks %q:\n%s", tc.accept, want, text)
+		}
 	}
 }

@@ -2,9 +2,12 @@ package dashboard
 
 import (
 	"cmp"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
@@ -78,6 +81,8 @@ func labelPairs(names, values []string) []*dto.LabelPair {
 	for i := range names {
 		pairs[i] = &dto.LabelPair{Name: &names[i], Value: &values[i]}
 	}
+	// By name, as Prometheus' client library writes them.
+	slices.SortFunc(pairs, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return pairs
 }
 
@@ -117,11 +122,20 @@ func metrics(client *daemon.Client) http.HandlerFunc {
 }
 
 // write encodes the scrape in the format the request accepts (the text
-// format unless it asks for another Prometheus format).
+// format unless it asks for another Prometheus format), gzipped for a
+// scraper that accepts it, as Prometheus does.
 func (s scrape) write(w http.ResponseWriter, r *http.Request) {
 	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
 	w.Header().Set("Content-Type", string(format))
-	enc := expfmt.NewEncoder(w, format)
+	var out io.Writer = w
+	if acceptsGzip(r.Header) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Add("Vary", "Accept-Encoding")
+		z := gzip.NewWriter(w)
+		defer z.Close()
+		out = z
+	}
+	enc := expfmt.NewEncoder(out, format)
 	for _, f := range s.sorted() {
 		if err := enc.Encode(f); err != nil {
 			return // the scraper went away
@@ -130,6 +144,27 @@ func (s scrape) write(w http.ResponseWriter, r *http.Request) {
 	if c, ok := enc.(expfmt.Closer); ok {
 		c.Close()
 	}
+}
+
+// acceptsGzip: the request's Accept-Encoding names gzip with a quality
+// above zero.
+func acceptsGzip(h http.Header) bool {
+	for _, v := range h.Values("Accept-Encoding") {
+		for _, part := range strings.Split(v, ",") {
+			coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
+				continue
+			}
+			q, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q=")
+			if !ok {
+				return true
+			}
+			if f, err := strconv.ParseFloat(q, 64); err == nil && f > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func collect(client *daemon.Client) (scrape, error) {
